@@ -1,0 +1,1 @@
+"""Real Apache Cassandra nodes for development, tests and benchmarks (see manager.py)."""
