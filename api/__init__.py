@@ -1,0 +1,1 @@
+"""Chronicle: a Cassandra-backed, query-first social archive."""

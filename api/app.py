@@ -1,0 +1,77 @@
+"""The Flask app factory: configuration, JSON errors, logs, metrics, OpenAPI and the blueprints."""
+
+from __future__ import annotations
+
+from flask import Flask, Response
+from flask_smorest import Api
+
+from api import metrics
+from api.config import Settings
+from api.db import Database, get_db, set_db
+from api.errors import register_error_handlers
+from api.observability import configure_logging, install_request_hooks
+
+
+def create_app(settings: Settings | None = None, *, database: Database | None = None) -> Flask:
+    """Build the app. Nothing connects to Cassandra here: the first request of each process does."""
+    settings = settings or Settings.from_env()
+    configure_logging(settings.log_level)
+    if database is not None:
+        set_db(database)
+    elif get_db().settings != settings:
+        set_db(Database(settings))
+
+    app = Flask("chronicle")
+    app.config.update(
+        CHRONICLE_SETTINGS=settings,
+        MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        API_TITLE="Chronicle",
+        API_VERSION="1.0",
+        OPENAPI_VERSION="3.0.3",
+        OPENAPI_URL_PREFIX="/",
+        OPENAPI_JSON_PATH="openapi.json",
+        OPENAPI_SWAGGER_UI_PATH="/docs",
+        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/",
+        API_SPEC_OPTIONS={
+            "info": {"description": "Cassandra-backed archive of Slack workspaces and follower networks."},
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        },
+        JSON_SORT_KEYS=False,
+    )
+    app.json.sort_keys = False
+    install_request_hooks(app)
+    api = Api(app)
+    register_error_handlers(app)
+
+    from api.health import blp as health_blp
+
+    api.register_blueprint(health_blp)
+    for blueprint in _feature_blueprints():
+        api.register_blueprint(blueprint)
+
+    @app.get("/metrics")
+    def _metrics() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, content_type=content_type)
+
+    return app
+
+
+def _feature_blueprints() -> list:
+    """Blueprints of the archive's features, each owned by its package."""
+    blueprints = []
+    try:
+        from api.slack.http import blp as slack_blp
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("api.slack", "api.slack.http"):
+            raise
+    else:
+        blueprints.append(slack_blp)
+    try:
+        from api.network.http import blp as network_blp
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("api.network", "api.network.http"):
+            raise
+    else:
+        blueprints.append(network_blp)
+    return blueprints

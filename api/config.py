@@ -1,0 +1,96 @@
+"""Settings from environment variables. Every variable, its default and meaning is listed in README."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from cassandra import ConsistencyLevel
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _consistency(name: str, default: str) -> int:
+    value = _env(name, default).upper()
+    try:
+        return ConsistencyLevel.name_to_value[value]
+    except KeyError:
+        raise ValueError(f"{name}={value!r} is not a Cassandra consistency level") from None
+
+
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _mapping(value: str) -> dict[str, str]:
+    """`A=x,B=y` -> {"A": "x", "B": "y"}."""
+    out = {}
+    for item in _csv(value):
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = val.strip()
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    contact_points: list[str]
+    cassandra_port: int
+    keyspace: str
+    local_dc: str
+    replication: str
+    read_consistency: int
+    write_consistency: int
+    request_timeout: float
+    connect_timeout: float
+    cursor_secret: bytes
+    max_body_bytes: int
+    log_level: str
+    # Slack ingest: one signing secret per workspace (team_id=secret,...) and/or one shared secret.
+    slack_signing_secrets: dict[str, str]
+    slack_signing_secret: str
+    slack_events_path: str
+    slack_keep_raw_events: bool
+    # API tokens for read endpoints: token=team1|team2[+private],...
+    api_tokens: str
+    admin_token: str
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            contact_points=_csv(_env("CHRONICLE_CASSANDRA_HOSTS", "127.0.0.1")),
+            cassandra_port=int(_env("CHRONICLE_CASSANDRA_PORT", "9042")),
+            keyspace=_env("CHRONICLE_KEYSPACE", "chronicle"),
+            local_dc=_env("CHRONICLE_LOCAL_DC", "datacenter1"),
+            replication=_env("CHRONICLE_REPLICATION", "SimpleStrategy:1"),
+            read_consistency=_consistency("CHRONICLE_READ_CONSISTENCY", "LOCAL_ONE"),
+            write_consistency=_consistency("CHRONICLE_WRITE_CONSISTENCY", "LOCAL_QUORUM"),
+            request_timeout=float(_env("CHRONICLE_REQUEST_TIMEOUT", "2.0")),
+            connect_timeout=float(_env("CHRONICLE_CONNECT_TIMEOUT", "2.0")),
+            cursor_secret=_env("CHRONICLE_CURSOR_SECRET", "dev-cursor-secret-change-me").encode(),
+            max_body_bytes=int(_env("CHRONICLE_MAX_BODY_BYTES", str(1024 * 1024))),
+            log_level=_env("CHRONICLE_LOG_LEVEL", "INFO"),
+            slack_signing_secrets=_mapping(_env("CHRONICLE_SLACK_SIGNING_SECRETS", "")),
+            slack_signing_secret=_env("CHRONICLE_SLACK_SIGNING_SECRET", ""),
+            slack_events_path=_env("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events"),
+            slack_keep_raw_events=_env("CHRONICLE_SLACK_KEEP_RAW", "true").lower() in ("1", "true", "yes"),
+            api_tokens=_env("CHRONICLE_API_TOKENS", ""),
+            admin_token=_env("CHRONICLE_ADMIN_TOKEN", ""),
+        )
+
+    def replication_map(self) -> dict[str, object]:
+        """`SimpleStrategy:1` or `NetworkTopologyStrategy:dc1:3[,dc2:3]` -> CQL replication map."""
+        strategy, _, rest = self.replication.partition(":")
+        if strategy == "SimpleStrategy":
+            return {"class": "SimpleStrategy", "replication_factor": int(rest or "1")}
+        if strategy == "NetworkTopologyStrategy":
+            out: dict[str, object] = {"class": "NetworkTopologyStrategy"}
+            for item in _csv(rest):
+                dc, _, rf = item.rpartition(":")
+                out[dc or self.local_dc] = int(rf)
+            return out
+        raise ValueError(f"CHRONICLE_REPLICATION={self.replication!r}: use SimpleStrategy:N or "
+                         "NetworkTopologyStrategy:dc:N")

@@ -1,0 +1,55 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields
+
+from api.db import Statement, get_db
+from api.errors import CASSANDRA_UNAVAILABLE
+from api.migrations import schema_state
+
+blp = Blueprint("health", __name__, description="Liveness and readiness probes")
+
+RELEASE_VERSION = Statement("SELECT release_version FROM system.local", name="SELECT system.local")
+
+
+class LiveSchema(Schema):
+    status = fields.String(required=True)
+
+
+class ReadySchema(Schema):
+    status = fields.String(required=True, metadata={"description": "ready | unavailable"})
+    reason = fields.String(metadata={"description": "why the service is not ready"})
+    cassandra_release = fields.String()
+    schema_version = fields.String(allow_none=True)
+    schema_latest = fields.String()
+    keyspace = fields.String()
+
+
+@blp.route("/healthz")
+@blp.response(200, LiveSchema)
+def healthz():
+    """The process is alive (no dependency is checked)."""
+    return {"status": "alive"}
+
+
+@blp.route("/readyz")
+@blp.response(200, ReadySchema)
+@blp.alt_response(503, schema=ReadySchema, description="Cassandra unreachable or schema not current")
+def readyz():
+    """Cassandra answers and the schema is at the latest migration; answers within about a second."""
+    db = get_db()
+    body = {"keyspace": db.keyspace}
+    try:
+        body["cassandra_release"] = db.execute(RELEASE_VERSION, timeout=1.0).one().release_version
+        applied, latest = schema_state(db, db.keyspace)
+    except CASSANDRA_UNAVAILABLE as exc:
+        return {**body, "status": "unavailable", "reason": f"Cassandra unreachable: {type(exc).__name__}"}, 503
+    except Exception as exc:  # e.g. keyspace or ledger missing: migrations never ran
+        return {**body, "status": "unavailable", "reason": f"schema not readable: {exc}"[:300]}, 503
+    body.update(schema_version=applied, schema_latest=latest)
+    if applied != latest:
+        return {**body, "status": "unavailable",
+                "reason": f"schema at {applied or 'nothing'}, latest is {latest}: run runtime_scripts/migrate.py"}, 503
+    return {**body, "status": "ready"}

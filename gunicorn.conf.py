@@ -1,0 +1,36 @@
+"""gunicorn settings for a 2-core machine that also runs Cassandra. Every value can be overridden by env."""
+
+import os
+import shutil
+import tempfile
+
+bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:8080")
+# 2 cores shared with Cassandra: a few sync workers, each with threads (the driver's I/O runs on libev).
+workers = int(os.environ.get("CHRONICLE_WORKERS", "3"))
+worker_class = "gthread"
+threads = int(os.environ.get("CHRONICLE_THREADS", "8"))
+timeout = int(os.environ.get("CHRONICLE_WORKER_TIMEOUT", "30"))
+graceful_timeout = 20
+keepalive = 5
+# The app must NOT be preloaded: each worker creates its own Cassandra Cluster after the fork.
+preload_app = False
+accesslog = os.environ.get("CHRONICLE_ACCESS_LOG", "-")
+access_log_format = '{"remote":"%(h)s","request":"%(r)s","status":%(s)s,"bytes":%(B)s,"ms":%(M)s,"rid":"%({x-request-id}o)s"}'
+errorlog = "-"
+loglevel = os.environ.get("CHRONICLE_LOG_LEVEL", "info").lower()
+
+# Prometheus multiprocess mode: workers write their samples here; /metrics merges them.
+_metrics_dir = os.environ.setdefault(
+    "PROMETHEUS_MULTIPROC_DIR", os.path.join(tempfile.gettempdir(), f"chronicle-metrics-{os.getpid()}")
+)
+
+
+def on_starting(server):
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
+    os.makedirs(_metrics_dir, exist_ok=True)
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
