@@ -14,7 +14,9 @@ from api import metrics
 
 
 def configure_logging(level: str = "INFO") -> None:
-    logging.basicConfig(stream=sys.stdout, format="%(message)s", level=level.upper(), force=True)
+    # Leaves handlers someone else installed (pytest's, an embedding app's) in place.
+    logging.basicConfig(stream=sys.stdout, format="%(message)s", level=level.upper())
+    logging.getLogger().setLevel(level.upper())
     logging.getLogger("cassandra").setLevel(logging.WARNING)
     structlog.configure(
         processors=[

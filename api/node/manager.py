@@ -191,8 +191,10 @@ def fetch(version: str = CASSANDRA_VERSION, *, log=_say) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".fetch-") as tmp:
         tmp_path = Path(tmp)
         (tmp_path / "pom.xml").write_text(_POM.format(version=version))
+        # CHRONICLE_MAVEN_SETTINGS: a settings.xml for mirrors, proxies or another local repository.
+        settings_args = ["-s", os.environ["CHRONICLE_MAVEN_SETTINGS"]] if os.environ.get("CHRONICLE_MAVEN_SETTINGS") else []
         proc = subprocess.run(
-            [mvn, "-B", "-q", "-C", "dependency:copy-dependencies",
+            [mvn, "-B", "-q", "-C", *settings_args, "dependency:copy-dependencies",
              f"-DoutputDirectory={tmp_path / 'lib'}", "-DincludeScope=runtime"],
             cwd=tmp_path, capture_output=True, text=True, timeout=1800,
         )

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Chronicle's one-command set-up. Idempotent: a second run reuses the virtualenv, the fetched Cassandra
+# and the running node.
+#
+#   bash bootstrap.sh serve   # install, start Cassandra, migrate, load sample data, serve the API (gunicorn)
+#   bash bootstrap.sh test    # install, start Cassandra, run the whole test suite (extra args go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3.11}
+VENV=.venv
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
+
+ensure_system_tools() {
+  local missing=()
+  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: Chronicle needs Python 3.11 (set PYTHON=/path/to/python3.11)"
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing ${missing[*]} with apt-get"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+      die "missing ${missing[*]}: install Java 17 and Maven (Cassandra is fetched with Maven)"
+    fi
+  fi
+}
+
+ensure_venv() {
+  # Reinstall only when pyproject.toml changed since the last install.
+  local stamp="$VENV/.chronicle-installed" want
+  want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating virtualenv $VENV"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "installing Python dependencies"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+  fi
+}
+
+start_cassandra() {
+  "$VENV/bin/python" runtime_scripts/cassandra_node.py start
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  serve)
+    ensure_system_tools; ensure_venv; start_cassandra
+    "$VENV/bin/python" runtime_scripts/migrate.py
+    "$VENV/bin/python" runtime_scripts/load_sample_data.py
+    say "serving the API on http://${CHRONICLE_BIND:-127.0.0.1:8080} (OpenAPI UI at /docs); Ctrl-C stops it"
+    exec "$VENV/bin/gunicorn" -c gunicorn.conf.py api.wsgi:app
+    ;;
+  test)
+    ensure_system_tools; ensure_venv; start_cassandra
+    "$VENV/bin/ruff" check .
+    set +e
+    "$VENV/bin/python" -m pytest "$@"
+    status=$?
+    set -e
+    if [ "${CI:-}" = "true" ]; then
+      "$VENV/bin/python" runtime_scripts/cassandra_node.py stop || true
+    fi
+    # pytest exits 5 when it collected no test: for CI that is a failure, not a pass.
+    [ $status -eq 5 ] && die "pytest collected no tests"
+    exit $status
+    ;;
+  *)
+    echo "usage: bash bootstrap.sh serve|test [pytest args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,242 @@
+"""The node manager and the served API's readiness, on a spare node of their own (127.0.0.10:9342).
+
+The spare node can be stopped and started without disturbing the local node the other tests use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from api.config import Settings
+from api.db import Database
+from api.migrations import migrate
+from api.node import manager
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, str(ROOT / "runtime_scripts" / "cassandra_node.py")]
+
+
+def _spare_spec() -> manager.NodeSpec:
+    return manager.NodeSpec(
+        name="spare", address="127.0.0.10", native_port=9342, storage_port=7400, jmx_port=7410,
+        home=manager.state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
+        seeds=("127.0.0.10",), initial_token=0, heap="512M", heap_new="128M",
+    )
+
+
+@pytest.fixture(scope="module")
+def spare():
+    spec = _spare_spec()
+    yield spec
+    manager.stop_node(spec)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_start_status_reuse_stop_and_restart_keep_data(spare):
+    version = manager.start_node(spare)
+    assert version.startswith("5.0.")
+    status = manager.node_status(spare)
+    assert status.state == "UP" and status.release_version == version
+    pid = status.pid
+    assert pid and Path(f"/proc/{pid}").exists()
+
+    # A second start reuses the running node rather than starting another.
+    messages: list[str] = []
+    manager.start_node(spare, log=messages.append)
+    assert manager.read_pid(spare) == pid
+    assert any("already running" in m for m in messages)
+
+    settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
+                                   cassandra_port=spare.native_port, request_timeout=30.0)
+    db = Database(settings, keyspace="")
+    db.execute_raw("CREATE KEYSPACE IF NOT EXISTS keep WITH replication = "
+                   "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
+    db.execute_raw("CREATE TABLE IF NOT EXISTS keep.t (k int PRIMARY KEY, v text)", timeout=60)
+    db.execute_raw("INSERT INTO keep.t (k, v) VALUES (1, 'survives restarts')")
+    db.close()
+
+    assert manager.stop_node(spare) is True
+    status = manager.node_status(spare)
+    assert status.state == "DOWN" and status.pid is None
+    assert not manager.port_open(spare.address, spare.native_port)
+    assert manager.stop_node(spare) is False  # stopping a stopped node is harmless
+
+    manager.start_node(spare)
+    db = Database(settings, keyspace="")
+    try:
+        assert db.execute_raw("SELECT v FROM keep.t WHERE k = 1").one().v == "survives restarts"
+    finally:
+        db.close()
+
+
+def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
+    manager.start_node(spare)
+    keyspace = f"ready_{os.getpid()}"
+    settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
+                                   cassandra_port=spare.native_port, keyspace=keyspace, request_timeout=60.0)
+    admin = Database(settings, keyspace="")
+    migrate(admin, keyspace, settings.replication_map(), log=lambda _m: None)
+    admin.close()
+
+    port = _free_port()
+    env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": spare.address, "CHRONICLE_CASSANDRA_PORT": str(spare.native_port),
+           "CHRONICLE_KEYSPACE": keyspace, "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": "2",
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    server = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py",
+                               "api.wsgi:app"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if _get(base + "/healthz")[0] == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        # Warm every worker's session.
+        for _ in range(8):
+            code, body = _get(base + "/readyz")
+            assert code == 200, body
+        assert body["cassandra_release"].startswith("5.0.")
+
+        # Metrics from both workers are merged.
+        for _ in range(10):
+            _get(base + "/healthz")
+        metrics = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                    if line.startswith('chronicle_http_requests_total{endpoint="/healthz"'))
+        assert total >= 11
+
+        manager.stop_node(spare)
+        for _ in range(6):  # every worker answers, each within 2 s, with a reason
+            started = time.monotonic()
+            code, body = _get(base + "/readyz", timeout=5)
+            elapsed = time.monotonic() - started
+            assert code == 503, body
+            assert elapsed < 2.0, f"/readyz took {elapsed:.2f} s with the node down"
+            assert "Cassandra unreachable" in body["reason"]
+
+        manager.start_node(spare)
+        deadline = time.monotonic() + 30
+        ready = 0
+        while ready < 6 and time.monotonic() < deadline:  # several 200s in a row: all workers are back
+            code, _ = _get(base + "/readyz", timeout=5)
+            ready = ready + 1 if code == 200 else 0
+            time.sleep(0.2)
+        assert ready == 6, "the API did not become ready again after the node came back"
+        assert server.poll() is None, "the API process must not have restarted"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if manager.node_status(spare).cql_answers:
+            admin = Database(settings, keyspace="")
+            admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+            admin.close()
+
+
+def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_missing_java_is_reported_with_a_fix(tmp_path):
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {**os.environ, "PATH": str(empty_bin), "CHRONICLE_STATE_DIR": str(tmp_path / "state"),
+           "CHRONICLE_CASSANDRA_PORT": str(_free_port())}
+    result = _run_cli(["start"], env)
+    assert result.returncode == 3
+    assert "'java' was not found on PATH" in result.stderr and "openjdk" in result.stderr
+
+
+def test_missing_maven_is_reported_when_cassandra_must_be_fetched(tmp_path):
+    only_java = tmp_path / "bin"
+    only_java.mkdir()
+    (only_java / "java").symlink_to(shutil.which("java"))
+    env = {**os.environ, "PATH": str(only_java), "CHRONICLE_CACHE_DIR": str(tmp_path / "cache")}
+    result = _run_cli(["fetch"], env)
+    assert result.returncode == 3
+    assert "'mvn' was not found on PATH" in result.stderr
+
+
+def test_failed_download_is_reported(tmp_path):
+    """Maven pointed at a mirror that refuses connections: the fetch fails with Maven's own words."""
+    maven_settings = tmp_path / "settings.xml"
+    maven_settings.write_text(
+        f"<settings><localRepository>{tmp_path / 'repo'}</localRepository><mirrors><mirror><id>dead</id>"
+        "<mirrorOf>*</mirrorOf><url>http://127.0.0.1:1/maven2</url></mirror></mirrors></settings>")
+    env = {**os.environ, "CHRONICLE_MAVEN_SETTINGS": str(maven_settings), "CHRONICLE_CACHE_DIR": str(tmp_path / "cache")}
+    result = _run_cli(["fetch"], env)
+    assert result.returncode == 3
+    assert "Maven could not download Cassandra" in result.stderr
+    assert not (tmp_path / "cache" / f"cassandra-{manager.CASSANDRA_VERSION}" / ".verified").exists()
+
+
+def test_port_in_use_is_reported(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "CHRONICLE_STATE_DIR": str(tmp_path / "state")}
+        result = _run_cli(["start", "--port", str(port)], env)
+    assert result.returncode == 3
+    assert f"native (CQL) port 127.0.0.1:{port} is in use" in result.stderr
+
+
+def test_full_disk_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHRONICLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(manager.shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**9, 10**9 - 1024, 1024))
+    with pytest.raises(manager.NodeError, match="not enough disk space to fetch Cassandra"):
+        manager.fetch()
+
+
+def test_tampered_jar_fails_verification(tmp_path):
+    lib = manager.fetch()
+    copy = tmp_path / "lib"
+    shutil.copytree(lib, copy)
+    manager.verify_jars(copy)  # the pristine copy passes
+    victim = copy / "jbcrypt-0.4.jar"
+    victim.write_bytes(victim.read_bytes() + b"tampered")
+    with pytest.raises(manager.NodeError, match="checksum mismatch for jbcrypt-0.4.jar"):
+        manager.verify_jars(copy)
+    victim.unlink()
+    with pytest.raises(manager.NodeError, match="missing \\['jbcrypt-0.4.jar'\\]"):
+        manager.verify_jars(copy)
+
+
+def test_a_node_that_cannot_start_prints_its_log_tail(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHRONICLE_STATE_DIR", str(tmp_path / "state"))
+    bad = dataclasses.replace(_spare_spec(), name="bad", address="127.0.0.11", home=tmp_path / "bad",
+                              heap="128M", heap_new="512M")  # young generation larger than the heap
+    with pytest.raises(manager.NodeError) as info:
+        manager.start_node(bad, timeout=60)
+    text = str(info.value)
+    assert "exited during start-up" in text
+    assert "stdout.log" in text and "last" in text
