@@ -15,7 +15,9 @@ keepalive = 5
 # The app must NOT be preloaded: each worker creates its own Cassandra Cluster after the fork.
 preload_app = False
 accesslog = os.environ.get("CHRONICLE_ACCESS_LOG", "-")
-access_log_format = '{"remote":"%(h)s","request":"%(r)s","status":%(s)s,"bytes":%(B)s,"ms":%(M)s,"rid":"%({x-request-id}o)s"}'
+access_log_format = (
+    '{"remote":"%(h)s","request":"%(r)s","status":%(s)s,"bytes":%(B)s,"ms":%(M)s,"rid":"%({x-request-id}o)s"}'
+)
 errorlog = "-"
 loglevel = os.environ.get("CHRONICLE_LOG_LEVEL", "info").lower()
 

@@ -192,7 +192,8 @@ def test_failed_download_is_reported(tmp_path):
     maven_settings.write_text(
         f"<settings><localRepository>{tmp_path / 'repo'}</localRepository><mirrors><mirror><id>dead</id>"
         "<mirrorOf>*</mirrorOf><url>http://127.0.0.1:1/maven2</url></mirror></mirrors></settings>")
-    env = {**os.environ, "CHRONICLE_MAVEN_SETTINGS": str(maven_settings), "CHRONICLE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "CHRONICLE_MAVEN_SETTINGS": str(maven_settings),
+           "CHRONICLE_CACHE_DIR": str(tmp_path / "cache")}
     result = _run_cli(["fetch"], env)
     assert result.returncode == 3
     assert "Maven could not download Cassandra" in result.stderr

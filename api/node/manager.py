@@ -192,7 +192,8 @@ def fetch(version: str = CASSANDRA_VERSION, *, log=_say) -> Path:
         tmp_path = Path(tmp)
         (tmp_path / "pom.xml").write_text(_POM.format(version=version))
         # CHRONICLE_MAVEN_SETTINGS: a settings.xml for mirrors, proxies or another local repository.
-        settings_args = ["-s", os.environ["CHRONICLE_MAVEN_SETTINGS"]] if os.environ.get("CHRONICLE_MAVEN_SETTINGS") else []
+        maven_settings = os.environ.get("CHRONICLE_MAVEN_SETTINGS")
+        settings_args = ["-s", maven_settings] if maven_settings else []
         proc = subprocess.run(
             [mvn, "-B", "-q", "-C", *settings_args, "dependency:copy-dependencies",
              f"-DoutputDirectory={tmp_path / 'lib'}", "-DincludeScope=runtime"],
