@@ -1,0 +1,168 @@
+"""Channel tables: metadata, names history, the per-workspace channel index; ingest writes and reads.
+
+Each channel event writes its cells `USING TIMESTAMP <event time µs>`. `archived` and `deleted` are only ever
+written true; unarchive deletes the `archived` cell at its own event time, so archive/unarchive in any
+arrival order end as the newer of the two says. A renamed channel keeps one row per name in
+slack_channel_names (keyed by the rename time), read newest first LIMIT 20.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.db import Database, Statement, without_none
+from api.slack.store import Write, compress_json, run_concurrently
+from api.slack.timeutil import us_to_ts
+
+NAMES_HISTORY_CAP = 20
+MAX_ID_CHAIN = 8  # channel_id_changed hops followed on read (each is one row read)
+
+UPDATE_CHANNEL = Statement(
+    "UPDATE slack_channels USING TIMESTAMP :wt SET name = :name, created_ts = :created_ts, creator = :creator, "
+    "visibility = :visibility, purpose = :purpose, topic = :topic, prev_channel_id = :prev_channel_id, "
+    "next_channel_id = :next_channel_id, raw = :raw WHERE team_id = :team_id AND channel_id = :channel_id",
+    name="UPSERT slack_channels")
+SET_ARCHIVED = Statement(
+    "UPDATE slack_channels USING TIMESTAMP ? SET archived = true WHERE team_id = ? AND channel_id = ?",
+    name="ARCHIVE slack_channels")
+UNSET_ARCHIVED = Statement(
+    "DELETE archived FROM slack_channels USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ?",
+    name="UNARCHIVE slack_channels")
+SET_DELETED = Statement(
+    "UPDATE slack_channels USING TIMESTAMP ? SET deleted = true WHERE team_id = ? AND channel_id = ?",
+    name="DELETE-FLAG slack_channels")
+INSERT_NAME = Statement(
+    "INSERT INTO slack_channel_names (team_id, channel_id, named_at, name) VALUES (?, ?, ?, ?) USING TIMESTAMP ?")
+UPDATE_INDEX = Statement(
+    "UPDATE slack_channel_index USING TIMESTAMP :wt SET name = :name, visibility = :visibility, "
+    "prev_channel_id = :prev_channel_id, next_channel_id = :next_channel_id "
+    "WHERE team_id = :team_id AND channel_id = :channel_id", name="UPSERT slack_channel_index")
+SET_INDEX_DELETED = Statement(
+    "UPDATE slack_channel_index USING TIMESTAMP ? SET deleted = true WHERE team_id = ? AND channel_id = ?",
+    name="DELETE-FLAG slack_channel_index")
+
+SELECT_CHANNEL = Statement(
+    "SELECT channel_id, name, created_ts, creator, visibility, archived, deleted, purpose, topic, "
+    "prev_channel_id, next_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?")
+SELECT_VISIBILITY = Statement(
+    "SELECT visibility, prev_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?",
+    name="SELECT slack_channels (visibility)")
+SELECT_NAMES = Statement(
+    f"SELECT named_at, name FROM slack_channel_names WHERE team_id = ? AND channel_id = ? "
+    f"LIMIT {NAMES_HISTORY_CAP}")
+SELECT_INDEX = Statement(
+    "SELECT channel_id, name, deleted, visibility, prev_channel_id, next_channel_id FROM slack_channel_index "
+    "WHERE team_id = ?")
+
+
+def update(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,
+           created_ts: int | None = None, creator: str | None = None, visibility: str | None = None,
+           purpose: str | None = None, topic: str | None = None, prev_channel_id: str | None = None,
+           next_channel_id: str | None = None, raw: Any = None) -> None:
+    """Set the given channel fields at event time `at`; the index and names history follow in the same step.
+
+    The names row and the index go first and the channel row last, all idempotent: a failed step answers
+    503 and Slack's retry completes the rest.
+    """
+    writes: list[Write] = []
+    if name is not None:
+        writes.append((INSERT_NAME, (team_id, channel_id, at, name, at)))
+    if name is not None or visibility is not None or prev_channel_id or next_channel_id:
+        writes.append((UPDATE_INDEX, without_none({
+            "wt": at, "team_id": team_id, "channel_id": channel_id, "name": name, "visibility": visibility,
+            "prev_channel_id": prev_channel_id, "next_channel_id": next_channel_id})))
+    run_concurrently(db, writes)
+    db.execute(UPDATE_CHANNEL, without_none({
+        "wt": at, "team_id": team_id, "channel_id": channel_id, "name": name, "created_ts": created_ts,
+        "creator": creator, "visibility": visibility, "purpose": purpose, "topic": topic,
+        "prev_channel_id": prev_channel_id, "next_channel_id": next_channel_id,
+        "raw": compress_json(raw) if raw is not None else None}))
+
+
+def set_archived(db: Database, team_id: str, channel_id: str, at: int, archived: bool) -> None:
+    db.execute(SET_ARCHIVED if archived else UNSET_ARCHIVED, (at, team_id, channel_id))
+
+
+def set_deleted(db: Database, team_id: str, channel_id: str, at: int) -> None:
+    run_concurrently(db, [(SET_INDEX_DELETED, (at, team_id, channel_id))])
+    db.execute(SET_DELETED, (at, team_id, channel_id))
+
+
+def visibility(db: Database, team_id: str, channel_id: str) -> str | None:
+    """The recorded visibility of a channel we archive; None when we never saw it."""
+    row = db.execute(SELECT_VISIBILITY, (team_id, channel_id)).one()
+    return None if row is None else (row.visibility or "public")
+
+
+# -- reads ------------------------------------------------------------------------------------------------
+
+def id_chain(db: Database, team_id: str, channel_id: str) -> list[Any]:
+    """The channel's row, then the rows of its previous ids (channel_id_changed), newest id first."""
+    rows, seen, current = [], set(), channel_id
+    while current and current not in seen and len(rows) < MAX_ID_CHAIN:
+        seen.add(current)
+        row = db.execute(SELECT_CHANNEL, (team_id, current)).one()
+        if row is None:
+            if not rows:
+                rows.append(None)  # unknown channel: messages may still exist (app added later)
+            break
+        rows.append(row)
+        current = row.prev_channel_id
+    return rows
+
+
+def chain_ids(chain: list[Any], channel_id: str) -> list[str]:
+    return [channel_id] + [r.channel_id for r in chain[1:] if r is not None]
+
+
+def is_private(chain: list[Any]) -> bool:
+    return bool(chain and chain[0] is not None and chain[0].visibility == "private")
+
+
+def metadata(db: Database, team_id: str, channel_id: str, chain: list[Any]) -> dict[str, Any] | None:
+    """Channel metadata; a field the new id never received is carried over from the previous id(s)."""
+    rows = [r for r in chain if r is not None]
+    if not rows:
+        return None
+    names: list[tuple[int, str]] = []
+    for r in rows:
+        names.extend((n.named_at, n.name) for n in db.execute(SELECT_NAMES, (team_id, r.channel_id)))
+    names.sort(reverse=True)
+
+    def first(field: str) -> Any:
+        return next((getattr(r, field) for r in rows if getattr(r, field) is not None), None)
+
+    head = rows[0]
+    out = {
+        "team_id": team_id, "channel_id": channel_id,
+        "name": names[0][1] if names else first("name"),
+        "names_history": [{"name": n, "ts": us_to_ts(t)} for t, n in names[:NAMES_HISTORY_CAP]],
+        "visibility": first("visibility") or "public",
+        "archived": True if head.archived else None,
+        "deleted": True if head.deleted else None,
+        "purpose": first("purpose"), "topic": first("topic"),
+        "created_ts": us_to_ts(first("created_ts")) if first("created_ts") is not None else None,
+        "creator": first("creator"),
+        "prev_channel_id": head.prev_channel_id, "next_channel_id": head.next_channel_id,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def index(db: Database, team_id: str) -> list[dict[str, Any]]:
+    """The workspace's channels (one partition read); a new id without a name of its own shows its
+    previous id's name; deleted channels are shown as deleted_<name>."""
+    rows = {r.channel_id: r for r in db.execute(SELECT_INDEX, (team_id,))}
+    out = []
+    for channel_id, r in rows.items():
+        name, vis, hops, prev = r.name, r.visibility, 0, r.prev_channel_id
+        while (name is None or vis is None) and prev in rows and hops < MAX_ID_CHAIN:
+            name, vis = name or rows[prev].name, vis or rows[prev].visibility
+            prev, hops = rows[prev].prev_channel_id, hops + 1
+        if name is None:
+            continue  # nothing known but a flag: not listable yet
+        item = {"channel_id": channel_id, "name": f"deleted_{name}" if r.deleted else name,
+                "visibility": vis or "public", "deleted": True if r.deleted else None,
+                "prev_channel_id": r.prev_channel_id, "next_channel_id": r.next_channel_id}
+        out.append({k: v for k, v in item.items() if v is not None})
+    out.sort(key=lambda x: x["channel_id"])
+    return out

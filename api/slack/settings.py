@@ -1,0 +1,58 @@
+"""Slack-specific settings the foundation's Settings does not carry: bot tokens, object storage, file worker.
+
+Every variable, its default and meaning is listed in docs/slack.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from api.config import _mapping
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+@dataclasses.dataclass(frozen=True)
+class SlackSettings:
+    # Bot tokens used to download url_private: one per workspace (T1=xoxb-...,T2=...) and/or a shared one.
+    bot_tokens: dict[str, str]
+    bot_token: str
+    # Object storage: local directory by default, S3 (or any S3-compatible store) when a bucket is set.
+    files_root: str
+    s3_bucket: str
+    s3_endpoint: str
+    s3_region: str
+    s3_prefix_uri: str
+    # File worker knobs.
+    max_attempts: int
+    backoff_seconds: float
+    backoff_max_seconds: float
+    download_timeout: float
+    max_file_bytes: int
+    lease_seconds: int
+    batch_size: int
+
+    @classmethod
+    def from_env(cls) -> SlackSettings:
+        return cls(
+            bot_tokens=_mapping(_env("CHRONICLE_SLACK_BOT_TOKENS", "")),
+            bot_token=_env("CHRONICLE_SLACK_BOT_TOKEN", ""),
+            files_root=_env("CHRONICLE_FILES_ROOT", os.path.join(os.getcwd(), "data", "slack-files")),
+            s3_bucket=_env("CHRONICLE_FILES_S3_BUCKET", ""),
+            s3_endpoint=_env("CHRONICLE_FILES_S3_ENDPOINT", ""),
+            s3_region=_env("CHRONICLE_FILES_S3_REGION", "us-east-1"),
+            s3_prefix_uri=_env("CHRONICLE_FILES_S3_URI_SCHEME", "s3"),
+            max_attempts=int(_env("CHRONICLE_FILES_MAX_ATTEMPTS", "5")),
+            backoff_seconds=float(_env("CHRONICLE_FILES_BACKOFF_SECONDS", "2")),
+            backoff_max_seconds=float(_env("CHRONICLE_FILES_BACKOFF_MAX_SECONDS", "600")),
+            download_timeout=float(_env("CHRONICLE_FILES_TIMEOUT", "30")),
+            max_file_bytes=int(_env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
+            lease_seconds=int(_env("CHRONICLE_FILES_LEASE_SECONDS", "300")),
+            batch_size=int(_env("CHRONICLE_FILES_BATCH", "100")),
+        )
+
+    def token_for(self, team_id: str) -> str:
+        return self.bot_tokens.get(team_id) or self.bot_token

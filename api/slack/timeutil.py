@@ -1,0 +1,41 @@
+"""Slack timestamps <-> integer microseconds, and the day buckets of the message tables."""
+
+from __future__ import annotations
+
+import re
+
+US_PER_SECOND = 1_000_000
+US_PER_DAY = 86_400 * US_PER_SECOND
+_TS_RE = re.compile(r"^\d{1,12}(\.\d{1,6})?$")
+
+
+class BadTimestamp(ValueError):
+    pass
+
+
+def ts_to_us(value: str | int | float) -> int:
+    """'1620000000.000200' -> 1620000000000200 exactly (no float rounding for strings)."""
+    if isinstance(value, bool):
+        raise BadTimestamp(f"not a Slack timestamp: {value!r}")
+    if isinstance(value, int):
+        return value * US_PER_SECOND
+    if isinstance(value, float):
+        return round(value * US_PER_SECOND)
+    if not isinstance(value, str) or not _TS_RE.match(value):
+        raise BadTimestamp(f"not a Slack timestamp: {value!r}")
+    seconds, _, frac = value.partition(".")
+    return int(seconds) * US_PER_SECOND + int((frac + "000000")[:6])
+
+
+def us_to_ts(us: int) -> str:
+    """1620000000000200 -> '1620000000.000200' (Slack's 6-decimal form)."""
+    return f"{us // US_PER_SECOND}.{us % US_PER_SECOND:06d}"
+
+
+def day_of(us: int) -> int:
+    """The UTC day number (days since 1970-01-01) of a time in microseconds: the message partition bucket."""
+    return us // US_PER_DAY
+
+
+def is_ts(value: object) -> bool:
+    return isinstance(value, str) and bool(_TS_RE.match(value))
