@@ -32,7 +32,14 @@ def envelope(team: str, event: dict[str, Any], *, event_id: str | None = None,
     ets = event.get("event_ts") or event.get("ts") or "1700000000.000000"
     return {"type": "event_callback", "team_id": team, "api_app_id": "A1",
             "event_id": event_id or f"Ev{next(_event_ids):08d}",
-            "event_time": event_time or int(float(ets)), "event": event}
+            "event_time": event_time or _seconds(ets), "event": event}
+
+
+def _seconds(ts: str) -> int:
+    try:
+        return int(float(ts))
+    except ValueError:
+        return 1700000000
 
 
 def post_event(client, team: str, event: dict[str, Any], **kw: Any):
