@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,3 +189,17 @@ def test_every_table_of_the_real_schema_names_its_query(db, settings):
     assert missing == [], f"tables without a 'Q: ...' comment: {missing}"
     ledger = read_ledger(db, settings.keyspace)
     assert sorted(ledger) == [m.version for m in discover(CQL_DIR)]
+
+
+def test_cqlsh_shows_the_keyspace_and_table_comments(db, settings, cassandra_node):
+    """What README tells people to run: cqlsh through the node manager, DESCRIBE showing the comments."""
+    result = subprocess.run(
+        [sys.executable, str(CQL_DIR.parent / "runtime_scripts" / "cassandra_node.py"), "cqlsh",
+         "-e", f"DESCRIBE KEYSPACE {settings.keyspace}"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CHRONICLE_CASSANDRA_PORT": str(cassandra_node.native_port)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"CREATE KEYSPACE {settings.keyspace}" in result.stdout
+    assert f"CREATE TABLE {settings.keyspace}.schema_migrations" in result.stdout
+    assert "comment = 'Q: which schema files are applied" in result.stdout
