@@ -1,0 +1,197 @@
+"""File worker against a real loopback HTTP server standing in for Slack's file host, and moto's S3 server."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+
+from api.slack.files import FileWorker, LocalStore, S3Store
+from api.slack.settings import SlackSettings
+from tests.fakes.slack_file_host import FakeSlackFileHost, content_for
+from tests.slack.conftest import ALL, post_event
+
+TOKEN = "xoxb-test-token"
+
+
+@pytest.fixture(scope="module")
+def host():
+    with FakeSlackFileHost(token=TOKEN) as fake:
+        yield fake
+
+
+@pytest.fixture
+def slack_settings(tmp_path: Path) -> SlackSettings:
+    base = SlackSettings.from_env()
+    return dataclasses.replace(base, bot_tokens={}, bot_token=TOKEN, files_root=str(tmp_path / "files"),
+                               s3_bucket="", max_attempts=3, backoff_seconds=0.05, backoff_max_seconds=0.2,
+                               download_timeout=0.5, lease_seconds=30)
+
+
+def share(client, team: str, channel: str, ts: str, files: list[dict]) -> None:
+    event = {"type": "message", "subtype": "file_share", "channel": channel, "channel_type": "channel",
+             "user": "U1", "text": "", "ts": ts, "event_ts": ts, "files": files}
+    assert post_event(client, team, event).status_code == 200
+
+
+def message(client, team: str, channel: str, ts: str) -> dict:
+    r = client.get(f"/slack/teams/{team}/channels/{channel}/messages/{ts}", headers=ALL)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def drain(worker: FileWorker, passes: int = 40) -> None:
+    """Run passes until the queue is empty for this test's files (backoff makes some passes idle)."""
+    import time
+
+    for _ in range(passes):
+        stats = worker.run_once()
+        if stats.total() == 0 and stats.skipped == 0:
+            return
+        time.sleep(0.06)
+
+
+def test_file_is_stored_and_recorded(client, db, host, slack_settings, unique_channel):
+    c = unique_channel()
+    ts = "1700001000.000100"
+    share(client, "TF1", c, ts, [
+        {"id": "FOK1", "name": "a.txt", "mimetype": "text/plain", "url_private": f"{host.base_url}/files/FOK1"},
+        {"id": "FEXT", "name": "link", "is_external": True, "external_url": "https://docs.example.invalid/x"}])
+    worker = FileWorker(db, slack_settings)
+    drain(worker)
+    m = message(client, "TF1", c, ts)
+    path = Path(slack_settings.files_root) / "slack" / "TF1" / c / ts / "FOK1"
+    assert path.read_bytes() == content_for("FOK1")
+    assert m["files_stored"] == {"FOK1": path.resolve().as_uri()}
+    # The external file stays a link: no download attempted, nothing stored.
+    assert {f["id"] for f in m["files"]} == {"FOK1", "FEXT"}
+    assert next(f for f in m["files"] if f["id"] == "FEXT")["external_url"] == "https://docs.example.invalid/x"
+    assert "files_fetch_failed" not in m
+    # Idempotent: a redelivered event and another pass do not fetch again.
+    share(client, "TF1", c, ts, [{"id": "FOK1", "name": "a.txt", "url_private": f"{host.base_url}/files/FOK1"}])
+    drain(worker)
+    assert host.hits["/files/FOK1"] == 1
+
+
+def test_404_fails_at_once_with_the_error(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000200"
+    share(client, "TF1", c, ts, [{"id": "F404", "url_private": f"{host.base_url}/missing/F404"}])
+    drain(FileWorker(db, slack_settings))
+    m = message(client, "TF1", c, ts)
+    assert m["files_fetch_failed"] is True
+    assert "404" in m["files_fetch_error"]["F404"]
+    assert host.hits["/missing/F404"] == 1  # permanent: not retried
+    assert "files_stored" not in m
+
+
+def test_500_then_success_is_retried_with_backoff(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000300"
+    share(client, "TF1", c, ts, [{"id": "FFLAKY", "url_private": f"{host.base_url}/flaky/FFLAKY?fail=2"}])
+    drain(FileWorker(db, slack_settings))
+    m = message(client, "TF1", c, ts)
+    assert "FFLAKY" in m["files_stored"]
+    assert host.hits["/flaky/FFLAKY"] == 3
+    assert "files_fetch_failed" not in m
+
+
+def test_persistent_500_fails_after_max_attempts(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000400"
+    share(client, "TF1", c, ts, [{"id": "FDOWN", "url_private": f"{host.base_url}/flaky/FDOWN?fail=99"}])
+    drain(FileWorker(db, slack_settings))
+    m = message(client, "TF1", c, ts)
+    assert m["files_fetch_failed"] is True
+    assert "after 3 attempt(s)" in m["files_fetch_error"]["FDOWN"]
+    assert host.hits["/flaky/FDOWN"] == 3
+
+
+def test_html_login_page_is_rejected(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000500"
+    share(client, "TF1", c, ts, [{"id": "FHTML", "url_private": f"{host.base_url}/login/FHTML"}])
+    drain(FileWorker(db, slack_settings))
+    m = message(client, "TF1", c, ts)
+    assert m["files_fetch_failed"] is True
+    assert "HTML" in m["files_fetch_error"]["FHTML"]
+    assert not list(Path(slack_settings.files_root).rglob("FHTML"))
+
+
+def test_wrong_token_gets_the_login_page_and_fails(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000550"
+    share(client, "TF1", c, ts, [{"id": "FTOK", "url_private": f"{host.base_url}/files/FTOK"}])
+    drain(FileWorker(db, dataclasses.replace(slack_settings, bot_token="xoxb-wrong")))
+    assert message(client, "TF1", c, ts)["files_fetch_failed"] is True
+
+
+def test_slow_response_times_out_then_fails(client, db, host, slack_settings, unique_channel):
+    c, ts = unique_channel(), "1700001000.000600"
+    share(client, "TF1", c, ts, [{"id": "FSLOW", "url_private": f"{host.base_url}/slow/FSLOW?delay=2"}])
+    drain(FileWorker(db, dataclasses.replace(slack_settings, max_attempts=2, download_timeout=0.3)))
+    m = message(client, "TF1", c, ts)
+    assert m["files_fetch_failed"] is True
+    assert "Timeout" in m["files_fetch_error"]["FSLOW"] or "timed out" in m["files_fetch_error"]["FSLOW"]
+    assert host.hits["/slow/FSLOW"] == 2
+
+
+def test_two_racing_workers_fetch_each_file_once(client, db, host, slack_settings, unique_channel):
+    c = unique_channel()
+    files = [f"FRACE{i}" for i in range(12)]
+    for i, fid in enumerate(files):
+        share(client, "TF2", c, f"1700002000.{i:06d}", [{"id": fid, "url_private": f"{host.base_url}/slow/{fid}?delay=0.05"}])
+    workers = [FileWorker(db, slack_settings, owner=f"w{i}") for i in range(2)]
+    barrier = threading.Barrier(2)
+
+    def run(w: FileWorker) -> None:
+        barrier.wait()
+        drain(w)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    for i, fid in enumerate(files):
+        assert host.hits[f"/slow/{fid}"] == 1, fid
+        assert fid in message(client, "TF2", c, f"1700002000.{i:06d}")["files_stored"]
+
+
+def test_s3_storage_against_moto_server(client, db, host, slack_settings, unique_channel):
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        port = server.get_host_and_port()[1]
+        endpoint = f"http://127.0.0.1:{port}"
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                          aws_secret_access_key="test")
+        s3.create_bucket(Bucket="chronicle-archive")
+        c, ts = unique_channel(), "1700003000.000100"
+        share(client, "TF3", c, ts, [{"id": "FS3", "mimetype": "image/png", "url_private": f"{host.base_url}/files/FS3"}])
+        worker = FileWorker(db, slack_settings, store=S3Store("chronicle-archive", client=s3))
+        drain(worker)
+        key = f"slack/TF3/{c}/{ts}/FS3"
+        obj = s3.get_object(Bucket="chronicle-archive", Key=key)
+        assert obj["Body"].read() == content_for("FS3")
+        assert obj["ContentType"] == "image/png"
+        assert message(client, "TF3", c, ts)["files_stored"] == {"FS3": f"s3://chronicle-archive/{key}"}
+    finally:
+        server.stop()
+
+
+def test_local_store_writes_atomically(tmp_path):
+    store = LocalStore(tmp_path)
+    uri = store.put("slack/T/C/1.000000/F", b"abc", None)
+    assert uri.startswith("file://") and (tmp_path / "slack/T/C/1.000000/F").read_bytes() == b"abc"
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_worker_cli_help():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "runtime_scripts/slack_file_worker.py"), "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--once" in out.stdout
