@@ -1,0 +1,243 @@
+"""Cleaning of the raw files into load-ready CSVs (used by cleaning_scripts/ and the built-in sample).
+
+Both steps stream their inputs: memory grows with the number of accounts and posts (tens of thousands of
+small entries), never with the number of edges or likes.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+import random
+import shutil
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from api.network.common import generated_username, iso, stable_id
+
+Progress = Callable[[int], None]
+POST_COLUMNS = ["author", "content", "country", "date_time", "id", "language", "latitude", "longitude",
+                "number_of_likes", "number_of_shares"]
+CLEAN_POST_COLUMNS = ["post_id", "author_id", "author_username", "original_author", "original_id", "posted_at",
+                      "content", "language", "country", "latitude", "longitude", "original_likes", "share_count"]
+_BUCKETS = 32  # edge dedup spills to this many files, so each in-memory set holds ~1/32 of the edges
+
+
+@dataclasses.dataclass
+class Report:
+    read: int = 0
+    written: int = 0
+    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    repaired: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"read": self.read, "written": self.written, "dropped": dict(self.dropped),
+                "repaired": dict(self.repaired), **self.extra}
+
+
+def _noop(_n: int) -> None:
+    return None
+
+
+# -- posts CSV ------------------------------------------------------------------------------------------------
+def iter_raw_posts(path: Path) -> Iterator[dict[str, str]]:
+    """Rows of the raw posts CSV as dicts (the csv module handles quoted multi-line content)."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in POST_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing columns {missing}")
+        yield from reader
+
+
+def count_authors(posts_path: Path) -> list[str]:
+    """The post authors, most posts first (ties by name): the order in which they take the top ids."""
+    counts = collections.Counter(row["author"].strip() for row in iter_raw_posts(posts_path) if row["author"])
+    return [a for a, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+# -- follower relations ----------------------------------------------------------------------------------------
+def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progress: Progress = _noop) -> Report:
+    """edges (`user follower` per line) -> accounts.csv and relations.csv (two rows per distinct edge).
+
+    The post authors take the ids with the most followers (most posts -> most followers); every other id
+    gets a deterministic generated username.
+    """
+    report = Report()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / ".edges_tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    spills = [(tmp / f"{i}.txt").open("w") for i in range(_BUCKETS)]
+    try:
+        with edges_path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                report.read += 1
+                progress(1)
+                parts = line.split()
+                if not parts:
+                    report.dropped["blank line"] += 1
+                    continue
+                if len(parts) != 2 or not all(p.isdigit() for p in parts):
+                    report.dropped["malformed line (expected two integer ids)"] += 1
+                    continue
+                user, follower = int(parts[0]), int(parts[1])
+                if user == follower:
+                    report.dropped["self-follow"] += 1
+                    continue
+                spills[user % _BUCKETS].write(f"{user} {follower}\n")
+    finally:
+        for f in spills:
+            f.close()
+    followers: collections.Counter = collections.Counter()
+    follows: collections.Counter = collections.Counter()
+    unique_path = tmp / "unique.txt"
+    with unique_path.open("w") as unique:
+        for i in range(_BUCKETS):
+            seen: set[tuple[int, int]] = set()
+            with (tmp / f"{i}.txt").open() as spill:
+                for line in spill:
+                    a, b = line.split()
+                    edge = (int(a), int(b))
+                    if edge in seen:
+                        report.dropped["duplicate edge"] += 1
+                        continue
+                    seen.add(edge)
+                    followers[edge[0]] += 1
+                    follows[edge[1]] += 1
+                    unique.write(line)
+    accounts = set(followers) | set(follows)
+    authors = count_authors(posts_path) if posts_path else []
+    ranked = sorted(accounts, key=lambda a: (-followers[a], a))
+    names = {acc: author for acc, author in zip(ranked, authors, strict=False)}
+    if len(authors) > len(ranked):
+        report.extra["authors_without_account"] = authors[len(ranked):]
+
+    def name(acc: int) -> str:
+        return names.get(acc) or generated_username(acc)
+
+    with (out_dir / "accounts.csv").open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["account_id", "username", "follower_count", "follows_count"])
+        for acc in sorted(accounts):
+            writer.writerow([acc, name(acc), followers[acc], follows[acc]])
+    with (out_dir / "relations.csv").open("w", newline="") as out, unique_path.open() as unique:
+        writer = csv.writer(out)
+        writer.writerow(["account_id", "account_username", "rel_type", "target_id", "target_username"])
+        for line in unique:
+            a, b = line.split()
+            user, follower = int(a), int(b)
+            writer.writerow([user, name(user), "follower", follower, name(follower)])
+            writer.writerow([follower, name(follower), "follows", user, name(user)])
+            report.written += 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    report.extra.update(accounts=len(accounts), relation_rows=2 * report.written,
+                        author_accounts={a: acc for acc, a in names.items()})
+    return report
+
+
+# -- posts and likes -------------------------------------------------------------------------------------------
+def parse_date(value: str, order: str = "dmy") -> datetime | None:
+    """`04/03/2017 11:47` -> aware UTC datetime (day first by default), None when it is not a date."""
+    fmt = "%d/%m/%Y %H:%M" if order == "dmy" else "%m/%d/%Y %H:%M"
+    value = value.strip()
+    for f in (fmt, fmt + ":%S"):
+        try:
+            return datetime.strptime(value, f).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    try:  # already ISO 8601
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _int(value: str) -> int | None:
+    value = value.strip()
+    if not value:
+        return 0
+    try:
+        return int(float(value)) if any(c in value for c in ".eE") else int(value)
+    except ValueError:
+        return None
+
+
+def read_accounts(accounts_path: Path) -> list[tuple[int, str, int, int]]:
+    with accounts_path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        next(reader)
+        return [(int(a), u, int(f), int(g)) for a, u, f, g in reader]
+
+
+def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_rate: float = 0.001,
+                seed: int = 4, date_order: str = "dmy", top: int = 100, progress: Progress = _noop) -> Report:
+    """posts CSV -> posts.csv (repaired ids, ISO dates, spread over the `top` accounts) and likes.csv.
+
+    Ids: a plain integer id that was not seen before is kept; an id in scientific notation (precision lost)
+    or a repeated one gets a stable id hashed from author, date and content. Exact duplicate rows are dropped.
+    Likes: round(number_of_likes * like_rate) distinct accounts per post, drawn with a per-post seed.
+    """
+    report = Report()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    accounts = read_accounts(accounts_path)
+    ranked = sorted(accounts, key=lambda a: (-a[2], a[0]))[:top]
+    all_ids = sorted(a[0] for a in accounts)
+    seen_ids: set[int] = set()
+    seen_rows: set[int] = set()
+    likes_written = 0
+    with (out_dir / "posts.csv").open("w", newline="", encoding="utf-8") as pout, \
+            (out_dir / "likes.csv").open("w", newline="") as lout:
+        pw, lw = csv.writer(pout), csv.writer(lout)
+        pw.writerow(CLEAN_POST_COLUMNS)
+        lw.writerow(["post_id", "user_id"])
+        for row in iter_raw_posts(posts_path):
+            report.read += 1
+            progress(1)
+            author = (row.get("author") or "").strip()
+            content = row.get("content") or ""
+            if not author or None in row or row.get("number_of_likes") is None:
+                report.dropped["malformed row (missing author or columns)"] += 1
+                continue
+            posted = parse_date(row["date_time"] or "", date_order)
+            if posted is None:
+                report.dropped["unparseable date_time"] += 1
+                continue
+            likes, shares = _int(row["number_of_likes"]), _int(row["number_of_shares"] or "")
+            if likes is None or shares is None or likes < 0:
+                report.dropped["non-numeric number_of_likes/shares"] += 1
+                continue
+            fingerprint = stable_id(author, row["date_time"], content, row["id"])
+            if fingerprint in seen_rows:
+                report.dropped["exact duplicate row"] += 1
+                continue
+            seen_rows.add(fingerprint)
+            raw_id = row["id"].strip()
+            post_id = int(raw_id) if raw_id.isdigit() and 0 < int(raw_id) < 2**63 else None
+            if post_id is None:
+                report.repaired["id in scientific notation or invalid"] += 1
+            elif post_id in seen_ids:
+                report.repaired["id collision"] += 1
+                post_id = None
+            salt = 0
+            while post_id is None or post_id in seen_ids:
+                post_id = stable_id(author, row["date_time"], content, str(salt))
+                salt += 1
+            seen_ids.add(post_id)
+            owner = ranked[stable_id(str(post_id)) % len(ranked)]
+            lat, lon = (row.get("latitude") or "").strip(), (row.get("longitude") or "").strip()
+            pw.writerow([post_id, owner[0], owner[1], author, raw_id, iso(posted), content,
+                         (row.get("language") or "").strip(), (row.get("country") or "").strip(), lat, lon,
+                         likes, shares])
+            report.written += 1
+            k = min(round(likes * like_rate), len(all_ids))
+            if k:
+                rng = random.Random(seed * 1_000_003 + post_id)
+                for idx in sorted(rng.sample(range(len(all_ids)), k)):
+                    lw.writerow([post_id, all_ids[idx]])
+                likes_written += k
+    report.extra.update(likes=likes_written, like_rate=like_rate, spread_over=len(ranked))
+    return report

@@ -1,0 +1,95 @@
+"""Small shared rules of the network feature: words, month buckets, ids, usernames, signed cursors."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+BUCKETS = 16  # accounts_by_follower_count partitions per network: ~5k rows each at 81k accounts
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def words_of(text: str | None) -> set[str]:
+    """Distinct case-folded words (runs of letters/digits) of a text: the unit of Q6."""
+    return set(_WORD_RE.findall((text or "").casefold()))
+
+
+def month_of(ts: datetime) -> str:
+    return ts.strftime("%Y-%m")
+
+
+def bucket_of(account_id: int) -> int:
+    return account_id % BUCKETS
+
+
+def to_utc(ts: datetime) -> datetime:
+    """Driver timestamps come back naive UTC; make them aware so JSON says +00:00."""
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+def iso(ts: datetime) -> str:
+    return to_utc(ts).isoformat().replace("+00:00", "Z")
+
+
+def parse_iso(value: str) -> datetime:
+    return to_utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+def new_post_id() -> int:
+    """Time-ordered 63-bit id for posts created through the API: milliseconds << 22 | 22 random bits."""
+    return (int(time.time() * 1000) << 22) | int.from_bytes(os.urandom(3), "big") & 0x3FFFFF
+
+
+def stable_id(*parts: str) -> int:
+    """A positive 63-bit id from the given text: the same input always gives the same id."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFFFFFFFFFF or 1
+
+
+_ADJ = ("amber", "bold", "calm", "dusty", "eager", "fancy", "gentle", "happy", "icy", "jolly", "keen", "lucky",
+        "mellow", "noble", "odd", "proud", "quiet", "rapid", "shy", "tidy", "urban", "vivid", "witty", "young")
+_NOUN = ("otter", "falcon", "maple", "comet", "harbor", "lynx", "pepper", "raven", "willow", "tiger", "pixel",
+         "canyon", "ember", "quartz", "meadow", "badger", "cobalt", "nomad", "orbit", "sparrow")
+
+
+def generated_username(account_id: int) -> str:
+    """Deterministic, unique (the id is in it) and readable: e.g. `quiet_otter_3kq9z`."""
+    h = hashlib.blake2b(str(account_id).encode(), digest_size=4).digest()
+    return f"{_ADJ[h[0] % len(_ADJ)]}_{_NOUN[h[1] % len(_NOUN)]}_{_base36(account_id)}"
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def sign_cursor(secret: bytes, payload: dict[str, Any]) -> str:
+    """Opaque, tamper-proof cursor: base64url(json) + '.' + HMAC-SHA256 (truncated)."""
+    body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).rstrip(b"=")
+    mac = hmac.new(secret, body, hashlib.sha256).digest()[:16]
+    return body.decode() + "." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def read_cursor(secret: bytes, cursor: str) -> dict[str, Any] | None:
+    """The cursor's payload, or None if it was not made by us."""
+    try:
+        body, _, mac = cursor.partition(".")
+        expected = hmac.new(secret, body.encode(), hashlib.sha256).digest()[:16]
+        given = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
+        if not hmac.compare_digest(expected, given):
+            return None
+        return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (ValueError, TypeError):
+        return None

@@ -1,0 +1,65 @@
+"""Settings of the follower-network feature, from CHRONICLE_NETWORK_* environment variables.
+
+| variable | default | meaning |
+|---|---|---|
+| CHRONICLE_NETWORK_HYBRID_THRESHOLD | 10000 | authors with this many followers or more are merged at read |
+|   |   | time instead of fanned out; 0 turns hybrid off |
+| CHRONICLE_NETWORK_CACHE_CAP | 800 | home-timeline entries kept per account (Twitter's figure) |
+| CHRONICLE_NETWORK_CACHE_TTL | 604800 | seconds a home-timeline entry lives (TWCS drops expired SSTables whole) |
+| CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
+| CHRONICLE_NETWORK_PAGE_SIZE | 25 | posts on a home page and in a search answer |
+| CHRONICLE_NETWORK_SEARCH_MAX_WORDS | 5 | words a search may AND together |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSettings:
+    hybrid_threshold: int = 10000
+    cache_cap: int = 800
+    cache_ttl: int = 7 * 24 * 3600
+    fanout_concurrency: int = 256
+    page_size: int = 25
+    search_max_words: int = 5
+
+    @property
+    def hybrid(self) -> bool:
+        return self.hybrid_threshold > 0
+
+    def is_celebrity(self, follower_count: int | None) -> bool:
+        return self.hybrid and (follower_count or 0) >= self.hybrid_threshold
+
+    @classmethod
+    def from_env(cls) -> NetworkSettings:
+        env = os.environ.get
+        return cls(
+            hybrid_threshold=int(env("CHRONICLE_NETWORK_HYBRID_THRESHOLD", "10000")),
+            cache_cap=int(env("CHRONICLE_NETWORK_CACHE_CAP", "800")),
+            cache_ttl=int(env("CHRONICLE_NETWORK_CACHE_TTL", str(7 * 24 * 3600))),
+            fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),
+            page_size=int(env("CHRONICLE_NETWORK_PAGE_SIZE", "25")),
+            search_max_words=int(env("CHRONICLE_NETWORK_SEARCH_MAX_WORDS", "5")),
+        )
+
+
+_override: NetworkSettings | None = None
+_from_env: NetworkSettings | None = None
+
+
+def network_settings() -> NetworkSettings:
+    """The settings in force: an override (tests, benchmarks) or the environment, read once per process."""
+    global _from_env
+    if _override is not None:
+        return _override
+    if _from_env is None:
+        _from_env = NetworkSettings.from_env()
+    return _from_env
+
+
+def set_network_settings(settings: NetworkSettings | None) -> None:
+    global _override
+    _override = settings
