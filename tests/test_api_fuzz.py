@@ -21,19 +21,23 @@ def test_no_operation_answers_a_server_error(app):
     failures: list[str] = []
 
     for operation in operations:
-        token = "test-admin-token" if "admin" in operation.path else ALL_ACCESS
-
-        @given(case=operation.as_strategy())
-        @settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def exercise(case, token: str = token) -> None:
-            response = case.call(headers={"Authorization": f"Bearer {token}"})
-            if response.status_code >= 500:
-                failures.append(f"{case.method} {case.formatted_path} -> {response.status_code}: "
-                                f"{response.text[:200]}")
-            elif response.status_code >= 400:
-                body = response.json()
-                assert body["code"] == response.status_code and body["message"], body
-
-        exercise()
+        exercise_operation(operation, failures)
     assert failures == []
+
+
+def exercise_operation(operation, failures: list[str]) -> None:
+    token = "test-admin-token" if "admin" in operation.path else ALL_ACCESS
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=25, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def exercise(case) -> None:
+        response = case.call(headers={"Authorization": f"Bearer {token}"})
+        if response.status_code >= 500:
+            failures.append(f"{case.method} {case.formatted_path} -> {response.status_code}: "
+                            f"{response.text[:200]}")
+        elif response.status_code >= 400:
+            body = response.json()
+            assert body["code"] == response.status_code and body["message"], body
+
+    exercise()
