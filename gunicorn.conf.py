@@ -14,7 +14,7 @@ graceful_timeout = 20
 keepalive = 5
 # The app must NOT be preloaded: each worker creates its own Cassandra Cluster after the fork.
 preload_app = False
-accesslog = os.environ.get("CHRONICLE_ACCESS_LOG", "-")
+accesslog = os.environ.get("CHRONICLE_ACCESS_LOG", "-") or None  # empty: no access log
 access_log_format = (
     '{"remote":"%(h)s","request":"%(r)s","status":%(s)s,"bytes":%(B)s,"ms":%(M)s,"rid":"%({x-request-id}o)s"}'
 )
