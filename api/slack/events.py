@@ -194,9 +194,8 @@ def on_message(ctx: _Ctx) -> str:
         messages.mark_deleted(ctx.db, ctx.team_id, channel_id, ts, deleted_at=max(at, ts))
         return "stored"
     msg = _new_message(ctx, channel_id, ev, "event")
-    # The original version of the text, so the edit history starts with what was first posted.
-    versions = [(msg.ts, msg.text)] if msg.text is not None else []
-    messages.write_message(ctx.db, msg, write_ts=msg.ts, version_text=versions, raw=ctx.raw())
+    # original=True keeps the text as first posted on the row itself: the edit history starts with it.
+    messages.write_message(ctx.db, msg, write_ts=msg.ts, original=True, raw=ctx.raw())
     if subtype in ("channel_purpose", "channel_topic"):
         field = "purpose" if subtype == "channel_purpose" else "topic"
         value = ev.get(field)

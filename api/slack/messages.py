@@ -20,13 +20,13 @@ FILE_SHARDS = 16  # fixed: the worker reads these 16 partitions of slack_files_p
 _FILE_FIELDS = ("id", "name", "title", "mimetype", "filetype", "size", "url_private", "url_private_download",
                 "permalink", "is_external", "external_type", "external_url", "mode", "created", "user")
 
-_COLUMNS = ("team_id, channel_id, day, ts, msg_ts, user_id, text, subtype, bot_id, username, thread_ts, "
+_COLUMNS = ("team_id, channel_id, day, ts, msg_ts, user_id, text, original_text, subtype, bot_id, username, thread_ts, "
             "edited_ts, deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions")
 
 UPSERT_MESSAGE = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET msg_ts = :msg_ts, user_id = :user_id, text = :text, "
     "subtype = :subtype, bot_id = :bot_id, username = :username, thread_ts = :thread_ts, files = :files, "
-    "edited_ts = :edited_ts, raw = :raw "
+    "edited_ts = :edited_ts, original_text = :original_text, raw = :raw "
     "WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
     name="UPSERT slack_messages")
 MARK_DELETED = Statement(
@@ -112,15 +112,25 @@ def file_shard(team_id: str, channel_id: str, ts: int) -> int:
 
 
 def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
-                  version_text: list[tuple[int, str]] | None = None, raw: Any = None) -> None:
-    """Store a new message (write_ts = its ts) or its edited form (write_ts = edit time).
+                  version_text: list[tuple[int, str]] | None = None, original: bool = False,
+                  raw: Any = None) -> None:
+    """Store a new message (write_ts = its ts, original=True) or its edited form (write_ts = edit time).
 
-    Order matters for "never a half-written record": the index rows (day, thread, versions, pending files)
-    go first, the message row last. A failure before the end answers 503 and Slack's retry completes it;
-    until then readers see nothing (an index row without a message row is skipped).
+    All rows go out in one concurrent round; each is one whole-row write, so no reader ever sees half a
+    message. If any write fails the endpoint answers 503 and Slack's retry (same keys, same timestamps)
+    completes the set; a message row whose day is not yet listed is simply not on the timeline until then.
     """
     key = _key(msg.team_id, msg.channel_id, msg.ts)
-    writes: list[Write] = [(INSERT_DAY, (msg.team_id, msg.channel_id, key["day"]))]
+    writes: list[Write] = [(UPSERT_MESSAGE, without_none({
+        **key, "wt": write_ts, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
+        "original_text": msg.text if original else None,
+        "subtype": msg.subtype, "bot_id": msg.bot_id, "username": msg.username, "thread_ts": msg.thread_ts,
+        "files": json.dumps(msg.files, separators=(",", ":")) if msg.files else None,
+        "edited_ts": edited_ts, "raw": compress_json(raw) if raw is not None else None,
+    }))]
+    day_key = (db.keyspace, msg.team_id, msg.channel_id, key["day"])
+    if day_key not in _known_days:
+        writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     if msg.thread_ts is not None and msg.thread_ts != msg.ts:
         writes.append((INSERT_REPLY, (msg.team_id, msg.channel_id, msg.thread_ts, msg.ts)))
     for version_ts, text in version_text or ():
@@ -131,12 +141,19 @@ def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
                 file_shard(msg.team_id, msg.channel_id, msg.ts), msg.team_id, msg.channel_id, msg.ts, f["id"],
                 key["day"], f["url_private"], f.get("mimetype"), f.get("name"), write_ts)))
     run_concurrently(db, writes)
-    db.execute(UPSERT_MESSAGE, without_none({
-        **key, "wt": write_ts, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
-        "subtype": msg.subtype, "bot_id": msg.bot_id, "username": msg.username, "thread_ts": msg.thread_ts,
-        "files": json.dumps(msg.files, separators=(",", ":")) if msg.files else None,
-        "edited_ts": edited_ts, "raw": compress_json(raw) if raw is not None else None,
-    }))
+    _remember_day(day_key)
+
+
+# Days this process has written to slack_channel_days: the row is insert-only (never deleted), so once
+# written it need not be written again; saves one write per message on a busy channel.
+_known_days: dict[tuple, None] = {}
+_KNOWN_DAYS_MAX = 100_000
+
+
+def _remember_day(day_key: tuple) -> None:
+    if len(_known_days) >= _KNOWN_DAYS_MAX:
+        _known_days.clear()
+    _known_days[day_key] = None
 
 
 def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int) -> None:
@@ -190,9 +207,15 @@ def thread_ts_of(db: Database, team_id: str, channel_id: str, ts: int) -> int | 
     return None if row is None else row.thread_ts
 
 
-def versions(db: Database, team_id: str, channel_id: str, ts: int) -> list[dict[str, str]]:
-    rows = db.execute(SELECT_VERSIONS, (team_id, channel_id, ts))
-    return [{"ts": us_to_ts(r.version_ts), "text": r.text} for r in rows]
+def versions(db: Database, row: Any) -> list[dict[str, str]]:
+    """Every version of the message's text with the time it became current, oldest first: the original (kept
+    on the message row) plus the versions recorded by edits (each edit stores its new and previous text)."""
+    found = {r.version_ts: r.text for r in db.execute(SELECT_VERSIONS, (row.team_id, row.channel_id, row.ts))}
+    if row.original_text is not None:
+        found.setdefault(row.ts, row.original_text)
+    if not found and row.text is not None:
+        found[row.ts] = row.text
+    return [{"ts": us_to_ts(t), "text": found[t]} for t in sorted(found)]
 
 
 # Bounds on one timeline request: days listed per channel id, rows read in all. A page stops early (with a
@@ -202,9 +225,17 @@ _ROW_BUDGET = 2000
 MIN_US, MAX_US = 0, 2**62
 
 
+def start_day_listing(db: Database, team_id: str, channel_id: str, *, upper: int = MAX_US, lower: int = MIN_US,
+                      ascending: bool = False) -> Any:
+    """Start reading a channel's day listing (a future), so it overlaps other reads of the request."""
+    stmt = SELECT_DAYS_ASC if ascending else SELECT_DAYS_DESC
+    return db.execute_async(stmt, (team_id, channel_id, day_of(max(upper - 1, 0)), day_of(lower + 1),
+                                   _DAYS_PER_REQUEST))
+
+
 def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upper: int = MAX_US,
-             lower: int = MIN_US, ascending: bool = False, include_deleted: bool = False
-             ) -> tuple[list[dict[str, Any]], int | None]:
+             lower: int = MIN_US, ascending: bool = False, include_deleted: bool = False,
+             prefetched: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int | None]:
     """Messages with lower < ts < upper, newest first (or oldest first), over the channel's id chain.
 
     Returns (page, next position): the exclusive ts bound of the next page, None when there is no more.
@@ -219,8 +250,12 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
 
     by_day: dict[int, list[str]] = {}
     horizon: int | None = None  # a truncated day listing: days past it are not known in this request
+    prefetched = prefetched or {}
     for channel_id in channels:
-        listed = [r.day for r in db.execute(days_stmt, (team_id, channel_id, day_hi, day_lo, _DAYS_PER_REQUEST))]
+        future = prefetched.get(channel_id)
+        result = future.result() if future is not None else db.execute(
+            days_stmt, (team_id, channel_id, day_hi, day_lo, _DAYS_PER_REQUEST))
+        listed = [r.day for r in result]
         if len(listed) == _DAYS_PER_REQUEST and (horizon is None or ahead(listed[-1], horizon)):
             horizon = listed[-1]
         for day in listed:
