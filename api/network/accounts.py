@@ -9,10 +9,11 @@ double-count.
 from __future__ import annotations
 
 import heapq
+from datetime import UTC, datetime
 from typing import Any
 
 from api.db import Database, Statement
-from api.network.common import BUCKETS, bucket_of
+from api.network.common import BUCKETS, bucket_of, to_utc
 from api.network.settings import NetworkSettings
 
 GET_ACCOUNT = Statement(
@@ -38,11 +39,12 @@ ABOVE_IN_BUCKET = Statement(
     "SELECT follower_count, account_id FROM accounts_by_follower_count "
     "WHERE network = ? AND bucket = ? AND follower_count >= ?")
 CELEBRITIES = Statement(
-    "SELECT threshold, account_id, follower_count FROM celebrity_accounts WHERE network = ?")
+    "SELECT threshold, threshold_since, account_id, follower_count FROM celebrity_accounts WHERE network = ?")
 PUT_CELEBRITY = Statement(
     "INSERT INTO celebrity_accounts (network, account_id, follower_count) VALUES (?, ?, ?)")
 DELETE_CELEBRITY = Statement("DELETE FROM celebrity_accounts WHERE network = ? AND account_id = ?")
-SET_CELEBRITY_THRESHOLD = Statement("UPDATE celebrity_accounts SET threshold = ? WHERE network = ?")
+SET_CELEBRITY_THRESHOLD = Statement(
+    "UPDATE celebrity_accounts SET threshold = ?, threshold_since = ? WHERE network = ?")
 CLEAR_CELEBRITIES = Statement("DELETE FROM celebrity_accounts WHERE network = ?")
 
 
@@ -109,16 +111,21 @@ def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str,
 
 def celebrities(db: Database, ns: NetworkSettings, network: str) -> dict[int, int]:
     """Accounts at or above the hybrid threshold -> follower count; rebuilt when the threshold changed."""
-    if not ns.hybrid:
-        return {}
+    return celebrity_state(db, ns, network)[0]
+
+
+def celebrity_state(db: Database, ns: NetworkSettings, network: str) -> tuple[dict[int, int], datetime]:
+    """(celebrities, since when the threshold in force applies). Home caches built before `since` were built
+    for another threshold and are rebuilt."""
     rows = list(db.execute(CELEBRITIES, (network,)))
     stored = rows[0].threshold if rows else None
-    if stored != ns.hybrid_threshold:
+    if stored != (ns.hybrid_threshold if ns.hybrid else 0) or rows[0].threshold_since is None:
         return rebuild_celebrities(db, ns, network)
-    return {r.account_id: r.follower_count for r in rows if r.account_id is not None}
+    return ({r.account_id: r.follower_count for r in rows if r.account_id is not None},
+            to_utc(rows[0].threshold_since))
 
 
-def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> dict[int, int]:
+def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> tuple[dict[int, int], datetime]:
     """Refill celebrity_accounts from accounts_by_follower_count (16 bounded slices, no scan)."""
     found: dict[int, int] = {}
     if ns.hybrid:
@@ -126,10 +133,12 @@ def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> dict
         for f in futures:
             for r in f.result():
                 found[r.account_id] = max(found.get(r.account_id, 0), r.follower_count)
+    now = datetime.now(UTC)
+    since = now.replace(microsecond=now.microsecond // 1000 * 1000)  # Cassandra keeps milliseconds
     db.execute(CLEAR_CELEBRITIES, (network,))
     db.execute_many(PUT_CELEBRITY, [(network, a, c) for a, c in found.items()])
-    db.execute(SET_CELEBRITY_THRESHOLD, (ns.hybrid_threshold if ns.hybrid else 0, network))
-    return found
+    db.execute(SET_CELEBRITY_THRESHOLD, (ns.hybrid_threshold if ns.hybrid else 0, since, network))
+    return found, since
 
 
 def heaviest(items: dict[int, int], limit: int) -> list[tuple[int, int]]:

@@ -75,7 +75,7 @@ def follow(db: Database, network: str, follower: dict[str, Any], followee: dict[
     db.execute(PUT_RELATION, (network, follower["account_id"], "follows", followee["account_id"],
                               followee["username"]))
     _recount(db, network, follower, followee)
-    if not existed and not network_settings().is_celebrity(followee["follower_count"]):
+    if not existed and followee["account_id"] not in accounts.celebrities(db, network_settings(), network):
         timelines.add_author_to_cache(db, network, follower["account_id"], followee["account_id"])
     return not existed
 

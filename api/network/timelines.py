@@ -76,7 +76,9 @@ def fan_out(db: Database, network: str, post: dict[str, Any], *, author_follower
     """Q5: write the post into the home cache of every follower of its author, with concurrent prepared
     writes. Authors above the hybrid threshold are skipped: their posts are merged at read time."""
     ns = ns or network_settings()
-    if ns.is_celebrity(author_followers):
+    # The celebrity table, not just the count: it also records when the threshold changed, which is what
+    # keeps caches built under another threshold from being trusted.
+    if ns.is_celebrity(author_followers) or post["author_id"] in accounts.celebrities(db, ns, network):
         return 0
     params = (_cache_params(network, f, post, ns.cache_ttl) for f in followers_of(db, network, post["author_id"]))
     return db.execute_many(PUT_CACHE, params, concurrency=ns.fanout_concurrency)
@@ -91,8 +93,7 @@ def remove_from_caches(db: Database, network: str, post: dict[str, Any]) -> int:
 def update_like_count(db: Database, network: str, post: dict[str, Any], count: int) -> int:
     """Carry a new like count into the followers' caches (celebrity posts are not cached: nothing to do)."""
     ns = network_settings()
-    author = accounts.get_account(db, network, post["author_id"])
-    if author is None or ns.is_celebrity(author["follower_count"]):
+    if post["author_id"] in accounts.celebrities(db, ns, network):
         return 0
     params = ((ns.cache_ttl, count, network, f, post["posted_at"], post["post_id"])
               for f in followers_of(db, network, post["author_id"]))
@@ -140,8 +141,9 @@ def init_cache(db: Database, network: str, account_id: int, ns: NetworkSettings 
     db.execute(DELETE_CACHE, (network, account_id))
     written = db.execute_many(PUT_CACHE, (_cache_params(network, account_id, p, ns.cache_ttl) for p in posts),
                               concurrency=ns.fanout_concurrency)
-    state = {"built_at": datetime.now(UTC), "cutoff": cutoff, "complete": complete,
-             "threshold": _threshold(ns), "cap": ns.cache_cap}
+    now = datetime.now(UTC)
+    state = {"built_at": now.replace(microsecond=now.microsecond // 1000 * 1000), "cutoff": cutoff,
+             "complete": complete, "threshold": _threshold(ns), "cap": ns.cache_cap}
     # The state expires a little before the rows it describes: a cache is never read with rows missing.
     db.execute(PUT_STATE, (network, account_id, state["built_at"], _u(cutoff), complete, state["threshold"],
                            ns.cache_cap, max(60, ns.cache_ttl - 300)))
@@ -170,8 +172,10 @@ def invalidate_cache(db: Database, network: str, account_id: int) -> None:
     db.execute(DELETE_STATE, (network, account_id))
 
 
-def _state_ok(state: Any, ns: NetworkSettings) -> bool:
-    return state is not None and (state.threshold or 0) == _threshold(ns) and state.cap == ns.cache_cap
+def _state_ok(state: Any, ns: NetworkSettings, since: datetime) -> bool:
+    """Built for the threshold and cap in force, and after the threshold last changed."""
+    return (state is not None and (state.threshold or 0) == _threshold(ns) and state.cap == ns.cache_cap
+            and to_utc(state.built_at) >= since)
 
 
 def home(db: Database, network: str, account: dict[str, Any], order: str = "newest",
@@ -184,11 +188,11 @@ def home(db: Database, network: str, account: dict[str, Any], order: str = "newe
     limit = needed + _SLACK
     state_f = db.execute_async(GET_STATE, (network, account_id))
     rows_f = db.execute_async(READ_CACHE, (network, account_id, limit))
-    celebs = accounts.celebrities(db, ns, network)
+    celebs, since = accounts.celebrity_state(db, ns, network)
     state = state_f.result().one()
     rows = list(rows_f.result())
     rebuilt = False
-    if not _state_ok(state, ns):
+    if not _state_ok(state, ns, since):
         state, rows = _rebuild(db, network, account_id, limit, ns)
         rebuilt = True
     valid = _valid_rows(rows, state, celebs)

@@ -1,0 +1,212 @@
+"""The API against the brute-force reference, through posts, follows, unfollows, likes and deletes, with the
+hybrid threshold off and on. Tests in this module run in order and share the network's state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from api.network.settings import NetworkSettings, set_network_settings
+from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
+from tests.network.conftest import ADMIN
+
+CAP = 40
+STATE: dict = {}
+
+
+def hybrid(on: bool, ref) -> int:
+    """Hybrid threshold: the follower count of the 5th most-followed account (so the top ~5 are merged)."""
+    threshold = ref.q2(5)[-1][1] if on else 0
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    return threshold
+
+
+def check_all(client, net, extra=()) -> None:
+    ref = net.ref
+    accounts = sample_accounts(ref, tuple(extra))
+    for on in (False, True, False):
+        hybrid(on, ref)
+        check_home(client, net.name, ref, accounts)
+    check_search(client, net.name, ref)
+
+
+@pytest.fixture(autouse=True)
+def _restore(net):
+    yield
+    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+
+
+def _pick(ref):
+    """A celebrity C (top-1), a normal author A (rank ~30) with followers, a user U not following A who follows
+    an author B with posts, and a post P of a top-10 author."""
+    ranked = [a for a, _ in ref.q2(100)]
+    celeb = ranked[0]
+    author = next(a for a in ranked[25:] if ref.followers(a) and ref.q1(a))
+    user = next(u for u in sorted(ref.usernames) if author not in ref.follows(u) and u != author
+                and any(ref.q1(b) and b != celeb for b in ref.follows(u)) and len(ref.follows(u)) >= 3)
+    unfollowed = next(b for b in sorted(ref.follows(user)) if ref.q1(b) and b != celeb)
+    return celeb, author, user, unfollowed
+
+
+def test_errors_and_openapi(net, client):
+    n = net.name
+    ref = net.ref
+    some = next(iter(ref.usernames))
+    assert client.get(f"/networks/{n}/accounts/1/home").status_code == 404
+    assert client.get(f"/networks/{n}/accounts/1/posts").status_code == 404
+    assert client.put(f"/networks/{n}/accounts/{some}/follows/{some}", headers=ADMIN).status_code == 422
+    assert client.put(f"/networks/{n}/accounts/{some}/follows/1", headers=ADMIN).status_code == 404
+    assert client.put(f"/networks/{n}/accounts/1/follows/{some}", headers=ADMIN).status_code == 404
+    assert client.put(f"/networks/{n}/accounts/{some}/follows/{some}").status_code == 401
+    assert client.put(f"/networks/{n}/posts/1/likes/{some}", headers=ADMIN).status_code == 404
+    assert client.delete(f"/networks/{n}/posts/1", headers=ADMIN).status_code == 404
+    assert client.post(f"/networks/{n}/posts", json={"author_id": 1, "content": "x"}, headers=ADMIN
+                       ).status_code == 404
+    assert client.post(f"/networks/{n}/posts", json={"author_id": some}, headers=ADMIN).status_code == 422
+    assert client.get(f"/networks/{n}/search?q=a+b+c+d+e+f").status_code == 422
+    assert client.get(f"/networks/{n}/search?q=...").status_code == 422
+    assert client.get(f"/networks/{n}/accounts/{some}/home?order=random").status_code == 422
+    assert client.get(f"/networks/{n}/accounts/{some}/posts?cursor=forged.cursor").status_code == 422
+    assert client.get("/networks/other-net/rankings/top-accounts").status_code == 404
+    spec = client.get("/openapi.json").json
+    for path in ("/networks/{network}/accounts/{account_id}/home", "/networks/{network}/search",
+                 "/networks/{network}/rankings/top-accounts", "/networks/{network}/rankings/top-followers",
+                 "/networks/{network}/posts", "/networks/{network}/posts/{post_id}/likes/{user_id}",
+                 "/networks/{network}/accounts/{account_id}/follows/{target_id}"):
+        assert path in spec["paths"], path
+
+
+def test_posts_fan_out_and_hybrid_merge(net, client):
+    ref = net.ref
+    celeb, author, user, unfollowed = _pick(ref)
+    STATE.update(celeb=celeb, author=author, user=user, unfollowed=unfollowed)
+    threshold = hybrid(True, ref)
+    assert len(ref.followers(celeb)) >= threshold > len(ref.followers(author))
+    # Build caches first, so fan-out (not a first-read build) has to carry the new posts.
+    check_home(client, net.name, ref, sorted(ref.followers(author))[:5] + sorted(ref.followers(celeb))[:5])
+    made = []
+    for who, text, when in ((author, "Zebra crossing love", None), (celeb, "Zebra celebrity tour LOVE", None),
+                            (author, "An old zebra memory", "2016-06-01T12:00:00Z")):
+        body = {"author_id": who, "content": text} | ({"posted_at": when} if when else {})
+        r = client.post(f"/networks/{net.name}/posts", json=body, headers=ADMIN)
+        assert r.status_code == 201, r.json
+        post = r.json["post"]
+        expected = 0 if who == celeb else len(ref.followers(who))
+        assert r.json["fanned_out_to"] == expected
+        ref.add_post(post["post_id"], who, datetime.fromisoformat(post["posted_at"]).astimezone(UTC), text)
+        made.append(post["post_id"])
+        assert client.get(f"/networks/{net.name}/posts/{post['post_id']}").json["content"] == text
+    STATE["new_posts"] = made
+    check_all(client, net, extra=sorted(ref.followers(author))[:5] + sorted(ref.followers(celeb))[:5])
+    check_posts(client, net.name, ref, author)
+    check_posts(client, net.name, ref, celeb)
+
+
+def test_follow_and_unfollow(net, client):
+    ref = net.ref
+    user, author, unfollowed, celeb = STATE["user"], STATE["author"], STATE["unfollowed"], STATE["celeb"]
+    hybrid(False, ref)
+    check_home(client, net.name, ref, [user])  # the cache exists before the follow
+    r = client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN)
+    assert r.status_code == 200 and r.json["changed"] is True
+    ref.follow(user, author)
+    assert r.json["followee"]["follower_count"] == len(ref.followers(author))
+    assert r.json["follower"]["follows_count"] == len(ref.follows(user))
+    again = client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN)
+    assert again.status_code == 200 and again.json["changed"] is False
+    assert again.json["followee"]["follower_count"] == len(ref.followers(author))
+    check_home(client, net.name, ref, [user])
+    r = client.delete(f"/networks/{net.name}/accounts/{user}/follows/{unfollowed}", headers=ADMIN)
+    assert r.status_code == 200 and r.json["changed"] is True
+    ref.unfollow(user, unfollowed)
+    assert client.delete(f"/networks/{net.name}/accounts/{user}/follows/{unfollowed}", headers=ADMIN
+                         ).json["changed"] is False
+    # Follow a celebrity with hybrid on: merged at read time.
+    hybrid(True, ref)
+    if celeb not in ref.follows(user):
+        assert client.put(f"/networks/{net.name}/accounts/{user}/follows/{celeb}", headers=ADMIN).status_code == 200
+        ref.follow(user, celeb)
+    check_all(client, net, extra=[user, author, unfollowed])
+    listed = client.get(f"/networks/{net.name}/accounts/{user}/follows?limit=5000").json
+    assert {a["account_id"] for a in listed} == ref.follows(user)
+
+
+def test_likes_and_unlikes(net, client):
+    ref = net.ref
+    author = STATE["author"]
+    hybrid(False, ref)
+    check_home(client, net.name, ref, sorted(ref.followers(author))[:6])
+    target = ref.q1(author)[-1]  # an old post: likes must reach caches holding it, and only those
+    fans = [u for u in sorted(ref.usernames) if (target, u) not in ref.likes][:30]
+    for u in fans:
+        r = client.put(f"/networks/{net.name}/posts/{target}/likes/{u}", headers=ADMIN)
+        assert r.status_code == 200
+        ref.like(target, u)
+        assert r.json["like_count"] == ref.like_count(target)
+    repeat = client.put(f"/networks/{net.name}/posts/{target}/likes/{fans[0]}", headers=ADMIN)
+    assert repeat.json["like_count"] == ref.like_count(target)
+    existing = next((p, u) for p, u in sorted(ref.likes) if p != target)
+    r = client.delete(f"/networks/{net.name}/posts/{existing[0]}/likes/{existing[1]}", headers=ADMIN)
+    ref.unlike(*existing)
+    assert r.status_code == 200 and r.json["like_count"] == ref.like_count(existing[0])
+    celeb_post = ref.q1(STATE["celeb"])[3]
+    hybrid(True, ref)
+    for u in fans[:10]:
+        assert client.put(f"/networks/{net.name}/posts/{celeb_post}/likes/{u}", headers=ADMIN).status_code == 200
+        ref.like(celeb_post, u)
+    check_all(client, net, extra=sorted(ref.followers(author))[:6] + sorted(ref.followers(STATE["celeb"]))[:4])
+
+
+def test_delete_posts(net, client):
+    ref = net.ref
+    author, celeb = STATE["author"], STATE["celeb"]
+    hybrid(False, ref)
+    readers = sorted(ref.followers(author))[:6]
+    check_home(client, net.name, ref, readers)
+    victims = [STATE["new_posts"][0], ref.q1(author)[1], ref.q1(celeb)[0], ref.q1(ref.q2(3)[2][0])[0]]
+    for post_id in dict.fromkeys(victims):
+        r = client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN)
+        assert r.status_code == 200, r.json
+        ref.delete_post(post_id)
+        assert client.get(f"/networks/{net.name}/posts/{post_id}").status_code == 404
+        assert client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN).status_code == 404
+    check_all(client, net, extra=readers + sorted(ref.followers(celeb))[:4])
+    for account in (author, celeb):
+        check_posts(client, net.name, ref, account)
+
+
+def test_rankings_time_series(net, client):
+    ref = net.ref
+    first = client.post(f"/networks/{net.name}/rankings", headers=ADMIN)
+    assert first.status_code == 201
+    check_rankings(first.json, ref)
+    assert client.post(f"/networks/{net.name}/rankings").status_code == 401
+    # Change the graph: a nobody gains followers and climbs into the top 100.
+    climber = sorted(ref.usernames, key=lambda a: (len(ref.followers(a)), a))[0]
+    needed = ref.q2(100)[-1][1] + 1
+    for u in sorted(ref.usernames):
+        if len(ref.followers(climber)) >= needed:
+            break
+        if u != climber and climber not in ref.follows(u):
+            assert client.put(f"/networks/{net.name}/accounts/{u}/follows/{climber}", headers=ADMIN
+                              ).status_code == 200
+            ref.follow(u, climber)
+    second = client.post(f"/networks/{net.name}/rankings", headers=ADMIN).json
+    check_rankings(second, ref)
+    assert climber in [a["account_id"] for a in second["accounts"]]
+    latest = client.get(f"/networks/{net.name}/rankings/top-accounts").json
+    assert latest["snapshot_id"] == second["snapshot_id"]
+    assert latest["accounts"] == second["accounts"]
+    followers = client.get(f"/networks/{net.name}/rankings/top-followers").json
+    assert followers["followers"] == second["followers"]
+    at_first = client.get(f"/networks/{net.name}/rankings/top-accounts",
+                          query_string={"at": first.json["taken_at"]}).json
+    assert at_first["snapshot_id"] == first.json["snapshot_id"]
+    assert at_first["accounts"] == first.json["accounts"]
+    history = client.get(f"/networks/{net.name}/rankings/top-followers/history?limit=100").json["snapshots"]
+    ids = [s["snapshot_id"] for s in history]
+    assert ids[:2] == [second["snapshot_id"], first.json["snapshot_id"]]
+    assert client.get(f"/networks/{net.name}/rankings/top-accounts",
+                      query_string={"at": "2001-01-01T00:00:00Z"}).status_code == 404
+    check_all(client, net, extra=[climber])
