@@ -69,6 +69,11 @@ def _team_of(body: bytes) -> str | None:
     return team if isinstance(team, str) and team else None
 
 
+def _unix_seconds(value: Any) -> bool:
+    """An integer Unix time that fits the microsecond bigint columns (rejects bools and absurd values)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**11
+
+
 def parse_body(body: bytes) -> dict[str, Any]:
     """The JSON envelope, validated enough to dispatch; BadEvent with the reason otherwise."""
     try:
@@ -87,7 +92,7 @@ def parse_body(body: bytes) -> dict[str, Any]:
         for field in ("team_id", "event_id"):
             if not isinstance(envelope.get(field), str) or not envelope[field]:
                 raise BadEvent(f"missing field: {field}")
-        if not isinstance(envelope.get("event_time"), int) or isinstance(envelope.get("event_time"), bool):
+        if not _unix_seconds(envelope.get("event_time")):
             raise BadEvent("missing field: event_time (integer Unix time)")
         event = envelope.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
@@ -266,7 +271,7 @@ def _channel_time(ctx: _Ctx, ch: dict) -> int:
     if "event_ts" in ctx.event:
         return ctx.event_us()
     created = ch.get("created")
-    if isinstance(created, int) and not isinstance(created, bool):
+    if _unix_seconds(created):
         return created * 1_000_000
     return ctx.event_us()
 
@@ -274,7 +279,7 @@ def _channel_time(ctx: _Ctx, ch: dict) -> int:
 def on_channel_created(ctx: _Ctx) -> str:
     ch = _channel_obj(ctx)
     name = ctx.field(ch, "name", str, "event.channel")
-    created = ch.get("created") if isinstance(ch.get("created"), int) else None
+    created = ch.get("created") if _unix_seconds(ch.get("created")) else None
     at = _channel_time(ctx, ch)
     channels.update(ctx.db, ctx.team_id, ch["id"], at, name=name, visibility="public",
                     created_ts=created * 1_000_000 if created is not None else None,

@@ -103,7 +103,12 @@ def _key(team_id: str, channel_id: str, ts: int) -> dict[str, Any]:
 
 def slim_files(files: Iterable[dict]) -> list[dict]:
     """The subset of Slack file metadata kept on the message (no thumbnails, no share lists)."""
-    return [{k: f[k] for k in _FILE_FIELDS if k in f} for f in files if isinstance(f, dict) and "id" in f]
+    return [{k: f[k] for k in _FILE_FIELDS if k in f} for f in files
+            if isinstance(f, dict) and isinstance(f.get("id"), str) and f["id"]]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def file_shard(team_id: str, channel_id: str, ts: int) -> int:
@@ -136,10 +141,11 @@ def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
     for version_ts, text in version_text or ():
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
     for f in msg.files or ():
-        if f.get("url_private") and not f.get("is_external"):
+        # External files (no url_private, or is_external) stay links in `files`: nothing to fetch.
+        if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external"):
             writes.append((INSERT_PENDING_FILE, (
                 file_shard(msg.team_id, msg.channel_id, msg.ts), msg.team_id, msg.channel_id, msg.ts, f["id"],
-                key["day"], f["url_private"], f.get("mimetype"), f.get("name"), write_ts)))
+                key["day"], f["url_private"], _str(f.get("mimetype")), _str(f.get("name")), write_ts)))
     run_concurrently(db, writes)
     _remember_day(day_key)
 

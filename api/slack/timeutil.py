@@ -17,10 +17,10 @@ def ts_to_us(value: str | int | float) -> int:
     """'1620000000.000200' -> 1620000000000200 exactly (no float rounding for strings)."""
     if isinstance(value, bool):
         raise BadTimestamp(f"not a Slack timestamp: {value!r}")
-    if isinstance(value, int):
-        return value * US_PER_SECOND
-    if isinstance(value, float):
-        return round(value * US_PER_SECOND)
+    if isinstance(value, int | float):
+        if not 0 <= value < 10**12:  # also rejects NaN; keeps µs within the bigint columns
+            raise BadTimestamp(f"not a Slack timestamp: {value!r}")
+        return value * US_PER_SECOND if isinstance(value, int) else round(value * US_PER_SECOND)
     if not isinstance(value, str) or not _TS_RE.match(value):
         raise BadTimestamp(f"not a Slack timestamp: {value!r}")
     seconds, _, frac = value.partition(".")

@@ -158,3 +158,23 @@ def test_cassandra_failure_answers_503_so_slack_retries(settings, unique_channel
         assert r.json["code"] == 503
     finally:
         set_db(original)
+
+
+def test_hostile_values_are_400_not_500(client, unique_channel):
+    c = unique_channel()
+    huge = {"type": "event_callback", "team_id": "T1", "event_id": "EvHUGE", "event_time": 10**30,
+            "event": msg(c, "1700000000.000100", "x")}
+    assert post_envelope(client, huge).status_code == 400
+    for ets in (1e300, -5, 10**20, True):
+        r = post_event(client, "T1", {"type": "channel_deleted", "channel": c, "event_ts": ets})
+        assert r.status_code in (200, 400), ets
+        assert r.status_code == 400 or ets is True
+    r = post_event(client, "T1", {"type": "channel_created", "event_ts": "1700000000.000000",
+                                  "channel": {"id": c, "name": "n", "created": 10**40}})
+    assert r.status_code == 200  # an absurd `created` is ignored, the event time is used
+    weird_files = [{"id": 5}, {"id": "FW", "url_private": 7, "mimetype": 3, "name": ["x"]}, "not a dict"]
+    r = post_event(client, "T1", msg(c, "1700000001.000100", "files", subtype="file_share", files=weird_files))
+    assert r.status_code == 200
+    r = post_event(client, "T1", msg(c, "1700000002.000100", "bad thread", thread_ts="soon"))
+    assert r.status_code == 400
+    assert [m["text"] for m in timeline(client, "T1", c)] == ["files"]

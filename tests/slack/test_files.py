@@ -137,7 +137,8 @@ def test_two_racing_workers_fetch_each_file_once(client, db, host, slack_setting
     c = unique_channel()
     files = [f"FRACE{i}" for i in range(12)]
     for i, fid in enumerate(files):
-        share(client, "TF2", c, f"1700002000.{i:06d}", [{"id": fid, "url_private": f"{host.base_url}/slow/{fid}?delay=0.05"}])
+        url = f"{host.base_url}/slow/{fid}?delay=0.05"
+        share(client, "TF2", c, f"1700002000.{i:06d}", [{"id": fid, "url_private": url}])
     workers = [FileWorker(db, slack_settings, owner=f"w{i}") for i in range(2)]
     barrier = threading.Barrier(2)
 
@@ -168,7 +169,8 @@ def test_s3_storage_against_moto_server(client, db, host, slack_settings, unique
                           aws_secret_access_key="test")
         s3.create_bucket(Bucket="chronicle-archive")
         c, ts = unique_channel(), "1700003000.000100"
-        share(client, "TF3", c, ts, [{"id": "FS3", "mimetype": "image/png", "url_private": f"{host.base_url}/files/FS3"}])
+        share(client, "TF3", c, ts,
+              [{"id": "FS3", "mimetype": "image/png", "url_private": f"{host.base_url}/files/FS3"}])
         worker = FileWorker(db, slack_settings, store=S3Store("chronicle-archive", client=s3))
         drain(worker)
         key = f"slack/TF3/{c}/{ts}/FS3"
