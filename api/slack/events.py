@@ -190,6 +190,10 @@ def on_message(ctx: _Ctx) -> str:
         return "ignored: channel not archived"
     if subtype == "message_changed":
         return _on_changed(ctx, channel_id)
+    if ev.get("hidden") and subtype != "message_deleted":
+        # Hidden bookkeeping events (e.g. message_replied) are not messages of the channel.
+        _log_unknown_once(f"message:{subtype}")
+        return "ignored: hidden message subtype"
     if subtype == "message_deleted":
         deleted = ev.get("deleted_ts") or (ev.get("previous_message") or {}).get("ts")
         if not isinstance(deleted, str):

@@ -178,3 +178,15 @@ def test_hostile_values_are_400_not_500(client, unique_channel):
     r = post_event(client, "T1", msg(c, "1700000002.000100", "bad thread", thread_ts="soon"))
     assert r.status_code == 400
     assert [m["text"] for m in timeline(client, "T1", c)] == ["files"]
+
+
+def test_hidden_bookkeeping_subtypes_are_not_messages(client, unique_channel):
+    c = unique_channel()
+    post_event(client, "T1", msg(c, "1700000000.000100", "parent"))
+    replied = {"type": "message", "subtype": "message_replied", "hidden": True, "channel": c,
+               "channel_type": "channel", "ts": "1700000009.000000", "event_ts": "1700000009.000000",
+               "message": {"type": "message", "user": "U1", "text": "parent", "ts": "1700000000.000100",
+                           "thread_ts": "1700000000.000100", "reply_count": 1}}
+    r = post_event(client, "T1", replied)
+    assert r.status_code == 200 and r.json["outcome"].startswith("ignored")
+    assert [m["ts"] for m in timeline(client, "T1", c)] == ["1700000000.000100"]
