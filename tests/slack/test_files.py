@@ -197,3 +197,21 @@ def test_worker_cli_help():
     out = subprocess.run([sys.executable, str(root / "runtime_scripts/slack_file_worker.py"), "--help"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--once" in out.stdout
+
+
+def test_worker_cli_once_fetches_and_reports(client, settings, host, tmp_path, unique_channel):
+    import os
+    import subprocess
+    import sys
+
+    c, ts = unique_channel(), "1700004000.000100"
+    share(client, "TF4", c, ts, [{"id": "FCLI", "url_private": f"{host.base_url}/files/FCLI"}])
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CHRONICLE_SLACK_BOT_TOKEN": TOKEN, "CHRONICLE_FILES_ROOT": str(tmp_path),
+           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_FILES_TIMEOUT": "1"}
+    out = subprocess.run([sys.executable, str(root / "runtime_scripts/slack_file_worker.py"), "--once",
+                          "--keyspace", settings.keyspace], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "total: stored=" in out.stderr
+    assert (tmp_path / "slack" / "TF4" / c / ts / "FCLI").read_bytes() == content_for("FCLI")
+    assert "FCLI" in message(client, "TF4", c, ts)["files_stored"]
