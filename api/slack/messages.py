@@ -228,6 +228,7 @@ def versions(db: Database, row: Any) -> list[dict[str, str]]:
 # cursor) rather than reading without bound through days full of deleted messages.
 _DAYS_PER_REQUEST = 64
 _ROW_BUDGET = 2000
+_PIPELINE_DEPTH = 8
 MIN_US, MAX_US = 0, 2**62
 
 
@@ -272,19 +273,36 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
 
     page: list[dict[str, Any]] = []
     scanned = 0
+    # The first read of each (day, channel) is pipelined: up to `depth` days in flight, the depth doubling
+    # each time a day turns out to hold fewer rows than asked (a quiet channel), so a page over 50 quiet days
+    # costs a few round trips, while a busy channel (one day fills the page) reads one day only.
+    tasks = [(day, channel_id) for day in days for channel_id in by_day[day]]
+    first_want = min(limit + 6, 500)
+    in_flight: dict[tuple[int, str], Any] = {}
+    state = {"next": 0, "depth": 1}
+
+    def top_up() -> None:
+        while state["next"] < len(tasks) and len(in_flight) < state["depth"]:
+            day, channel_id = tasks[state["next"]]
+            state["next"] += 1
+            in_flight[(day, channel_id)] = db.execute_async(
+                page_stmt, (team_id, channel_id, day, upper, lower, first_want))
+
+    top_up()
     for day in days:
         day_rows: list[Any] = []
         floor: int | None = None  # rows past this bound were not all read in this day (some channel stopped)
         for channel_id in by_day[day]:
             hi, lo = upper, lower
             visible = 0
+            want = first_want
+            rows = list(in_flight.pop((day, channel_id)).result())
             while True:
-                want = min(limit + 1 - len(page) - visible + 5, 500)
-                rows = list(db.execute(page_stmt, (team_id, channel_id, day, hi, lo, want)))
                 scanned += len(rows)
                 day_rows.extend(rows)
                 visible += sum(1 for r in rows if _visible(r, include_deleted))
                 if len(rows) < want:
+                    state["depth"] = min(state["depth"] * 2, _PIPELINE_DEPTH)
                     break  # this channel's day is exhausted
                 last = rows[-1].ts
                 if visible >= limit + 1 - len(page) or scanned >= _ROW_BUDGET:
@@ -292,6 +310,9 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
                         floor = last  # the least advanced stop point bounds what is complete
                     break
                 lo, hi = (last, hi) if ascending else (lo, last)
+                want = min(limit + 1 - len(page) - visible + 5, 500)
+                rows = list(db.execute(page_stmt, (team_id, channel_id, day, hi, lo, want)))
+            top_up()
         day_rows.sort(key=lambda r: r.ts, reverse=not ascending)
         for row in day_rows:
             if floor is not None and ahead(floor, row.ts):

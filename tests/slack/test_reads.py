@@ -229,3 +229,30 @@ def test_many_quiet_days_page_past_the_day_listing_horizon(client, unique_channe
     assert all(len(p) <= 50 for p in got)
     got_asc = pages(client, "T1", c, limit=200, order="asc")
     assert [s for p in got_asc for s in p] == sorted(stamps)
+
+
+def test_pages_through_mostly_deleted_days_and_an_id_chain(client, unique_channel):
+    """Same day under two ids (before/after channel_id_changed), most messages deleted: every visible
+    message comes exactly once, newest first, whatever the page size."""
+    old, new = unique_channel(), unique_channel()
+    post_event(client, "TDEL", created(old, "chain", ts(0)))
+    stamps = {old: [ts(100 + i * 10) for i in range(40)], new: [ts(105 + i * 10) for i in range(40)]}
+    post_event(client, "TDEL", {"type": "channel_id_changed", "old_channel_id": old, "new_channel_id": new,
+                                "event_ts": ts(50)})
+    visible = []
+    for channel, lst in stamps.items():
+        for i, s in enumerate(lst):
+            post_event(client, "TDEL", msg(channel, s, f"{channel}-{i}"))
+            if i % 5:
+                post_event(client, "TDEL", delete(channel, s, ts(10_000 + i)))
+            else:
+                visible.append(s)
+    expected = sorted(visible, reverse=True)
+    for limit in (1, 3, 7, 50):
+        got = pages(client, "TDEL", new, limit=limit)
+        assert [s for p in got for s in p] == expected, limit
+    got = pages(client, "TDEL", new, limit=4, include_deleted="true", order="asc")
+    assert [s for p in got for s in p] == sorted(stamps[old] + stamps[new])
+    # The old id alone still shows only its own messages.
+    assert [s for p in pages(client, "TDEL", old, limit=200) for s in p] == sorted(
+        [s for s in visible if s in stamps[old]], reverse=True)
