@@ -20,8 +20,11 @@ FILE_SHARDS = 16  # fixed: the worker reads these 16 partitions of slack_files_p
 _FILE_FIELDS = ("id", "name", "title", "mimetype", "filetype", "size", "url_private", "url_private_download",
                 "permalink", "is_external", "external_type", "external_url", "mode", "created", "user")
 
-_COLUMNS = ("team_id, channel_id, day, ts, msg_ts, user_id, text, original_text, subtype, bot_id, username, thread_ts, "
-            "edited_ts, deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions")
+# What the API shows of a message; the one-message read adds what history needs. Fewer columns = less decoding
+# per row on a 50-row timeline page.
+_PAGE_COLUMNS = ("channel_id, ts, msg_ts, user_id, text, subtype, bot_id, username, thread_ts, edited_ts, "
+                 "deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions")
+_COLUMNS = f"team_id, original_text, {_PAGE_COLUMNS}"
 
 UPSERT_MESSAGE = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET msg_ts = :msg_ts, user_id = :user_id, text = :text, "
@@ -58,20 +61,17 @@ SELECT_DAYS_ASC = Statement(
     "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? "
     "ORDER BY day ASC LIMIT ?")
 SELECT_PAGE_DESC = Statement(
-    f"SELECT {_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
     "AND ts < ? AND ts > ? LIMIT ?", name="SELECT slack_messages (page)")
 SELECT_PAGE_ASC = Statement(
-    f"SELECT {_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
     "AND ts < ? AND ts > ? ORDER BY ts ASC LIMIT ?", name="SELECT slack_messages (page asc)")
 SELECT_ONE = Statement(
     f"SELECT {_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
     name="SELECT slack_messages (one)")
 SELECT_SOME = Statement(
-    f"SELECT {_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts IN ?",
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts IN ?",
     name="SELECT slack_messages (in)")
-SELECT_THREAD_OF = Statement(
-    "SELECT thread_ts FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
-    name="SELECT slack_messages (thread_ts)")
 SELECT_REPLIES = Statement(
     "SELECT ts FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ? AND ts > ? "
     "LIMIT ?")
@@ -206,11 +206,6 @@ def get_message_row(db: Database, team_id: str, channels: list[str], ts: int) ->
         if row is not None and row.msg_ts is not None:
             return row
     return None
-
-
-def thread_ts_of(db: Database, team_id: str, channel_id: str, ts: int) -> int | None:
-    row = db.execute(SELECT_THREAD_OF, (team_id, channel_id, day_of(ts), ts)).one()
-    return None if row is None else row.thread_ts
 
 
 def versions(db: Database, row: Any) -> list[dict[str, str]]:
