@@ -94,21 +94,20 @@ def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progre
             f.close()
     followers: collections.Counter = collections.Counter()
     follows: collections.Counter = collections.Counter()
-    unique_path = tmp / "unique.txt"
-    with unique_path.open("w") as unique:
-        for i in range(_BUCKETS):
-            seen: set[tuple[int, int]] = set()
-            with (tmp / f"{i}.txt").open() as spill:
-                for line in spill:
-                    a, b = line.split()
-                    edge = (int(a), int(b))
-                    if edge in seen:
-                        report.dropped["duplicate edge"] += 1
-                        continue
-                    seen.add(edge)
-                    followers[edge[0]] += 1
-                    follows[edge[1]] += 1
-                    unique.write(line)
+    for i in range(_BUCKETS):
+        seen: set[tuple[int, int]] = set()
+        with (tmp / f"{i}.txt").open() as spill:
+            for line in spill:
+                a, b = line.split()
+                edge = (int(a), int(b))
+                if edge in seen:
+                    report.dropped["duplicate edge"] += 1
+                    continue
+                seen.add(edge)
+                followers[edge[0]] += 1
+                follows[edge[1]] += 1
+        with (tmp / f"u{i}.txt").open("w") as unique:  # this bucket's distinct edges, grouped by user
+            unique.writelines(f"{a} {b}\n" for a, b in sorted(seen))
     accounts = set(followers) | set(follows)
     authors = count_authors(posts_path) if posts_path else []
     ranked = sorted(accounts, key=lambda a: (-followers[a], a))
@@ -124,15 +123,29 @@ def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progre
         writer.writerow(["account_id", "username", "follower_count", "follows_count"])
         for acc in sorted(accounts):
             writer.writerow([acc, name(acc), followers[acc], follows[acc]])
-    with (out_dir / "relations.csv").open("w", newline="") as out, unique_path.open() as unique:
+    # Rows come out grouped by partition (all followers of one account, then all follows of one account),
+    # so the loader can write each group as one single-partition batch.
+    with (out_dir / "relations.csv").open("w", newline="") as out:
         writer = csv.writer(out)
         writer.writerow(["account_id", "account_username", "rel_type", "target_id", "target_username"])
-        for line in unique:
-            a, b = line.split()
-            user, follower = int(a), int(b)
-            writer.writerow([user, name(user), "follower", follower, name(follower)])
-            writer.writerow([follower, name(follower), "follows", user, name(user)])
-            report.written += 1
+        by_follower = [(tmp / f"f{i}.txt").open("w") for i in range(_BUCKETS)]
+        try:
+            for i in range(_BUCKETS):
+                with (tmp / f"u{i}.txt").open() as unique:
+                    for line in unique:
+                        a, b = line.split()
+                        user, follower = int(a), int(b)
+                        writer.writerow([user, name(user), "follower", follower, name(follower)])
+                        by_follower[follower % _BUCKETS].write(f"{follower} {user}\n")
+                        report.written += 1
+        finally:
+            for f in by_follower:
+                f.close()
+        for i in range(_BUCKETS):
+            with (tmp / f"f{i}.txt").open() as spill:
+                pairs = sorted(tuple(map(int, line.split())) for line in spill)
+            for follower, user in pairs:
+                writer.writerow([follower, name(follower), "follows", user, name(user)])
     shutil.rmtree(tmp, ignore_errors=True)
     report.extra.update(accounts=len(accounts), relation_rows=2 * report.written,
                         author_accounts={a: acc for acc, a in names.items()})

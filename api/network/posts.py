@@ -98,20 +98,29 @@ def author_months(db: Database, network: str, author_id: int) -> list[str]:
 
 def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
                     before: tuple[str, datetime, int] | None = None) -> list[dict[str, Any]]:
-    """Q1: up to `limit` posts of an author, newest first, optionally strictly before (month, time, id)."""
+    """Q1: up to `limit` posts of an author, newest first, optionally strictly before (month, time, id).
+
+    Month partitions are read newest first, a few at a time concurrently (a sparse author has a handful of
+    posts per month), until `limit` posts are in hand.
+    """
+    months = [m for m in author_months(db, network, author_id) if before is None or m <= before[0]]
     out: list[dict[str, Any]] = []
-    for month in author_months(db, network, author_id):
-        if before is not None and month > before[0]:
-            continue
-        if before is not None and month == before[0]:
-            rows = db.execute(POSTS_OF_MONTH_BEFORE, (network, author_id, month, before[1], before[2],
-                                                      limit - len(out)))
-        else:
-            rows = db.execute(POSTS_OF_MONTH, (network, author_id, month, limit - len(out)))
-        out.extend(post_dict(r, author_id) for r in rows)
-        if len(out) >= limit:
-            break
-    return out
+    batch = 2
+    i = 0
+    while i < len(months) and len(out) < limit:
+        chunk = months[i:i + batch]
+        futures = []
+        for month in chunk:
+            if before is not None and month == before[0]:
+                futures.append(db.execute_async(POSTS_OF_MONTH_BEFORE, (network, author_id, month, before[1],
+                                                                        before[2], limit)))
+            else:
+                futures.append(db.execute_async(POSTS_OF_MONTH, (network, author_id, month, limit)))
+        for f in futures:
+            out.extend(post_dict(r, author_id) for r in f.result())
+        i += len(chunk)
+        batch = min(batch * 2, 16)
+    return out[:limit]
 
 
 def create_post(db: Database, network: str, author: dict[str, Any], content: str, *,

@@ -7,6 +7,7 @@
 | CHRONICLE_NETWORK_CACHE_CAP | 800 | home-timeline entries kept per account (Twitter's figure) |
 | CHRONICLE_NETWORK_CACHE_TTL | 604800 | seconds a home-timeline entry lives (TWCS drops expired SSTables whole) |
 | CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
+| CHRONICLE_NETWORK_FANOUT_BATCH | 10 | cache rows per unlogged batch, grouped by replica (1: one write per row) |
 | CHRONICLE_NETWORK_PAGE_SIZE | 25 | posts on a home page and in a search answer |
 | CHRONICLE_NETWORK_SEARCH_MAX_WORDS | 5 | words a search may AND together |
 """
@@ -23,6 +24,7 @@ class NetworkSettings:
     cache_cap: int = 800
     cache_ttl: int = 7 * 24 * 3600
     fanout_concurrency: int = 256
+    fanout_batch: int = 10
     page_size: int = 25
     search_max_words: int = 5
 
@@ -41,6 +43,7 @@ class NetworkSettings:
             cache_cap=int(env("CHRONICLE_NETWORK_CACHE_CAP", "800")),
             cache_ttl=int(env("CHRONICLE_NETWORK_CACHE_TTL", str(7 * 24 * 3600))),
             fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),
+            fanout_batch=int(env("CHRONICLE_NETWORK_FANOUT_BATCH", "10")),
             page_size=int(env("CHRONICLE_NETWORK_PAGE_SIZE", "25")),
             search_max_words=int(env("CHRONICLE_NETWORK_SEARCH_MAX_WORDS", "5")),
         )

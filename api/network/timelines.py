@@ -15,7 +15,8 @@ import heapq
 from datetime import UTC, datetime
 from typing import Any
 
-from cassandra.query import UNSET_VALUE
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from api.db import Database, Statement
 from api.network import accounts
@@ -54,6 +55,40 @@ def _u(value: Any) -> Any:
     return UNSET_VALUE if value is None else value
 
 
+def write_grouped(db: Database, statement: Statement, params: list[tuple], ns: NetworkSettings,
+                  partition_of: Any = None) -> int:
+    """Run many writes as unlogged batches of `ns.fanout_batch` rows whose partitions live on the same replica
+    (so a batch is one local mutation per partition, not a coordinator fan-out), `fanout_concurrency` batches
+    in flight. Cuts the per-statement cost of the driver and the node about threefold on a fan-out."""
+    if not params:
+        return 0
+    if ns.fanout_batch <= 1:
+        return db.execute_many(statement, params, concurrency=ns.fanout_concurrency)
+    prepared = db.prepared(statement)
+    groups: dict[Any, list[tuple]] = {}
+    hosts = db.cluster.metadata.all_hosts()
+    if len(hosts) <= 1:
+        groups[None] = params
+    else:
+        keyspace = db.keyspace
+        for p in params:
+            replicas = db.cluster.metadata.get_replicas(keyspace, prepared.bind(p).routing_key)
+            groups.setdefault(replicas[0].host_id if replicas else None, []).append(p)
+
+    def batches():
+        for rows in groups.values():
+            for i in range(0, len(rows), ns.fanout_batch):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=prepared.consistency_level)
+                for p in rows[i:i + ns.fanout_batch]:
+                    batch.add(prepared, p)
+                yield batch, None
+
+    for _ in execute_concurrent(db.session, batches(), concurrency=max(1, ns.fanout_concurrency // 4),
+                                raise_on_first_error=True, results_generator=True):
+        pass
+    return len(params)
+
+
 def followers_of(db: Database, network: str, account_id: int) -> list[int]:
     """Follower ids, read 5,000 per page. Collected into a list first: the concurrent writer pulls its
     parameters on the driver's I/O thread, where fetching the next page would deadlock."""
@@ -80,14 +115,14 @@ def fan_out(db: Database, network: str, post: dict[str, Any], *, author_follower
     # keeps caches built under another threshold from being trusted.
     if ns.is_celebrity(author_followers) or post["author_id"] in accounts.celebrities(db, ns, network):
         return 0
-    params = (_cache_params(network, f, post, ns.cache_ttl) for f in followers_of(db, network, post["author_id"]))
-    return db.execute_many(PUT_CACHE, params, concurrency=ns.fanout_concurrency)
+    params = [_cache_params(network, f, post, ns.cache_ttl) for f in followers_of(db, network, post["author_id"])]
+    return write_grouped(db, PUT_CACHE, params, ns)
 
 
 def remove_from_caches(db: Database, network: str, post: dict[str, Any]) -> int:
     ns = network_settings()
-    params = ((network, f, post["posted_at"], post["post_id"]) for f in followers_of(db, network, post["author_id"]))
-    return db.execute_many(DELETE_CACHE_ROW, params, concurrency=ns.fanout_concurrency)
+    params = [(network, f, post["posted_at"], post["post_id"]) for f in followers_of(db, network, post["author_id"])]
+    return write_grouped(db, DELETE_CACHE_ROW, params, ns)
 
 
 def update_like_count(db: Database, network: str, post: dict[str, Any], count: int) -> int:
@@ -95,9 +130,9 @@ def update_like_count(db: Database, network: str, post: dict[str, Any], count: i
     ns = network_settings()
     if post["author_id"] in accounts.celebrities(db, ns, network):
         return 0
-    params = ((ns.cache_ttl, count, network, f, post["posted_at"], post["post_id"])
-              for f in followers_of(db, network, post["author_id"]))
-    return db.execute_many(SET_CACHE_LIKES, params, concurrency=ns.fanout_concurrency)
+    params = [(ns.cache_ttl, count, network, f, post["posted_at"], post["post_id"])
+              for f in followers_of(db, network, post["author_id"])]
+    return write_grouped(db, SET_CACHE_LIKES, params, ns)
 
 
 def newest_posts_of(db: Database, network: str, authors: list[int], cap: int) -> tuple[list[dict[str, Any]], bool]:
@@ -139,8 +174,8 @@ def init_cache(db: Database, network: str, account_id: int, ns: NetworkSettings 
     posts, complete = newest_posts_of(db, network, authors, ns.cache_cap)
     cutoff = None if complete or not posts else posts[-1]["posted_at"]
     db.execute(DELETE_CACHE, (network, account_id))
-    written = db.execute_many(PUT_CACHE, (_cache_params(network, account_id, p, ns.cache_ttl) for p in posts),
-                              concurrency=ns.fanout_concurrency)
+    # One partition: batches of its rows are single mutations.
+    written = write_grouped(db, PUT_CACHE, [_cache_params(network, account_id, p, ns.cache_ttl) for p in posts], ns)
     now = datetime.now(UTC)
     state = {"built_at": now.replace(microsecond=now.microsecond // 1000 * 1000), "cutoff": cutoff,
              "complete": complete, "threshold": _threshold(ns), "cap": ns.cache_cap}
