@@ -190,3 +190,21 @@ def test_hidden_bookkeeping_subtypes_are_not_messages(client, unique_channel):
     r = post_event(client, "T1", replied)
     assert r.status_code == 200 and r.json["outcome"].startswith("ignored")
     assert [m["ts"] for m in timeline(client, "T1", c)] == ["1700000000.000100"]
+
+
+def test_raw_event_is_kept_compressed(client, db, settings, unique_channel):
+    import zstandard
+
+    from api.slack.timeutil import day_of, ts_to_us
+
+    assert settings.slack_keep_raw_events  # the default
+    c = unique_channel()
+    event = msg(c, "1700000000.000100", "keep me raw " * 50)
+    env = envelope("T1", event, event_id="EvRAW1")
+    assert post_envelope(client, env).status_code == 200
+    us = ts_to_us("1700000000.000100")
+    row = db.execute_raw("SELECT raw FROM slack_messages WHERE team_id=%s AND channel_id=%s AND day=%s AND ts=%s",
+                         ("T1", c, day_of(us), us)).one()
+    raw = bytes(row.raw)
+    assert json.loads(zstandard.ZstdDecompressor().decompress(raw)) == env
+    assert len(raw) < len(json.dumps(env))
