@@ -53,7 +53,8 @@ INSERT_VERSION = Statement(
 # Written at the event's time: the worker's later DELETE (at wall-clock time) wins over any redelivery.
 INSERT_PENDING_FILE = Statement(
     "INSERT INTO slack_files_pending (shard, team_id, channel_id, ts, file_id, day, url_private, mimetype, name) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?")
+    "VALUES (:shard, :team_id, :channel_id, :ts, :file_id, :day, :url_private, :mimetype, :name) "
+    "USING TIMESTAMP :wt")
 
 SELECT_DAYS_DESC = Statement(
     "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? LIMIT ?")
@@ -143,9 +144,10 @@ def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
     for f in msg.files or ():
         # External files (no url_private, or is_external) stay links in `files`: nothing to fetch.
         if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external"):
-            writes.append((INSERT_PENDING_FILE, (
-                file_shard(msg.team_id, msg.channel_id, msg.ts), msg.team_id, msg.channel_id, msg.ts, f["id"],
-                key["day"], f["url_private"], _str(f.get("mimetype")), _str(f.get("name")), write_ts)))
+            writes.append((INSERT_PENDING_FILE, without_none({
+                **key, "shard": file_shard(msg.team_id, msg.channel_id, msg.ts), "file_id": f["id"],
+                "url_private": f["url_private"], "mimetype": _str(f.get("mimetype")), "name": _str(f.get("name")),
+                "wt": write_ts})))
     run_concurrently(db, writes)
     _remember_day(day_key)
 
