@@ -170,3 +170,38 @@ def test_shuffled_and_duplicated_deliveries_converge(client_module, in_order, se
     team = f"TSHUF{seed:02d}"
     ingest(client_module, team, deliveries)
     assert snapshot(client_module, team) == in_order
+
+
+def test_named_out_of_order_cases(client_module, unique_channel):
+    """The issue's examples, one by one, each against the state its event times imply."""
+    client = client_module
+    c = unique_channel()
+    base = f"/slack/teams/TNAMED/channels/{c}"
+    # An edit that arrives before its message: the edit (later event time) wins, history has both versions.
+    post_event(client, "TNAMED", edit(c, t(1), "edited", "original", t(5)))
+    post_event(client, "TNAMED", msg(c, t(1), "original"))
+    m = client.get(f"{base}/messages/{t(1)}", headers=ALL).json
+    assert m["text"] == "edited" and [v["text"] for v in m["history"]] == ["original", "edited"]
+    # An unarchive before its archive: the unarchive is newer, so the channel is not archived...
+    post_event(client, "TNAMED", channel_event("channel_unarchive", c, t(20)))
+    post_event(client, "TNAMED", channel_event("channel_archive", c, t(10)))
+    # ...and a rename before the create: the rename's name stands.
+    post_event(client, "TNAMED", rename(c, "second", t(30)))
+    post_event(client, "TNAMED", created(c, "first", t(0)))
+    meta = client.get(base, headers=ALL).json
+    assert "archived" not in meta
+    assert meta["name"] == "second" and [n["name"] for n in meta["names_history"]] == ["second", "first"]
+    # The same event three times: stored once.
+    for _ in range(3):
+        post_event(client, "TNAMED", reaction("added", c, t(1), "eyes", "U9", t(40)))
+        post_event(client, "TNAMED", msg(c, t(2), "twice?"))
+    m = client.get(f"{base}/messages/{t(1)}", headers=ALL).json
+    assert m["reactions"] == [{"name": "eyes", "users": ["U9"], "count": 1}]
+    texts = [x["text"] for x in client.get(f"{base}/messages", headers=ALL).json["messages"]]
+    assert texts == ["twice?", "edited"]
+    # A delete before its message: the message arrives deleted.
+    post_event(client, "TNAMED", delete(c, t(3), t(9)))
+    post_event(client, "TNAMED", msg(c, t(3), "short-lived"))
+    assert client.get(f"{base}/messages/{t(3)}", headers=ALL).status_code == 404
+    assert client.get(f"{base}/messages/{t(3)}", headers=ALL,
+                      query_string={"include_deleted": "true"}).json["deleted"] is True
