@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any
 
@@ -26,7 +27,8 @@ blp = Blueprint("slack", __name__, description="Slack live archive: Events API i
 
 # The path is read once at import (blueprint routes are declared at import time); default /slack/events.
 EVENTS_PATH = os.environ.get("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events")
-_ID = r"^[A-Z0-9][A-Z0-9_-]{0,63}$"
+_ID = r"^[A-Z0-9][A-Z0-9_-]{0,63}$"  # Slack team/channel ids: upper-case letters and digits
+_ID_RE = re.compile(_ID)
 
 
 @blp.after_request
@@ -242,10 +244,8 @@ def slack_events():
 # -- reads ------------------------------------------------------------------------------------------------
 
 def _check_ids(*values: str) -> None:
-    import re
-
     for value in values:
-        if not re.match(_ID, value):
+        if not _ID_RE.match(value):
             abort(404, message=f"no such id: {value[:80]!r}")
 
 
