@@ -44,6 +44,9 @@ SET_INDEX_DELETED = Statement(
 SELECT_CHANNEL = Statement(
     "SELECT channel_id, name, created_ts, creator, visibility, archived, deleted, purpose, topic, "
     "prev_channel_id, next_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?")
+SELECT_CHAIN = Statement(
+    "SELECT channel_id, visibility, prev_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?",
+    name="SELECT slack_channels (chain)")
 SELECT_VISIBILITY = Statement(
     "SELECT visibility, prev_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?",
     name="SELECT slack_channels (visibility)")
@@ -96,12 +99,15 @@ def visibility(db: Database, team_id: str, channel_id: str) -> str | None:
 
 # -- reads ------------------------------------------------------------------------------------------------
 
-def id_chain(db: Database, team_id: str, channel_id: str) -> list[Any]:
-    """The channel's row, then the rows of its previous ids (channel_id_changed), newest id first."""
+def id_chain(db: Database, team_id: str, channel_id: str, *, full: bool = True) -> list[Any]:
+    """The channel's row, then the rows of its previous ids (channel_id_changed), newest id first.
+
+    full=False reads only what access checks and message reads need (id, visibility, previous id)."""
+    stmt = SELECT_CHANNEL if full else SELECT_CHAIN
     rows, seen, current = [], set(), channel_id
     while current and current not in seen and len(rows) < MAX_ID_CHAIN:
         seen.add(current)
-        row = db.execute(SELECT_CHANNEL, (team_id, current)).one()
+        row = db.execute(stmt, (team_id, current)).one()
         if row is None:
             if not rows:
                 rows.append(None)  # unknown channel: messages may still exist (app added later)

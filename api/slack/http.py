@@ -249,12 +249,12 @@ def _check_ids(*values: str) -> None:
             abort(404, message=f"no such id: {value[:80]!r}")
 
 
-def _channel_chain(team_id: str, channel_id: str) -> list[Any]:
+def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:
     """Authorise the workspace, then the channel (private-converted channels need the private scope)."""
     settings = _settings()
     _check_ids(team_id, channel_id)
     require_workspace(settings, team_id)
-    chain = channels.id_chain(get_db(), team_id, channel_id)
+    chain = channels.id_chain(get_db(), team_id, channel_id, full=full)
     if channels.is_private(chain):
         require_workspace(settings, team_id, private=True)
     return chain
@@ -281,7 +281,7 @@ def channel_index(team_id: str):
 def channel_metadata(team_id: str, channel_id: str):
     """A channel's metadata: name, names history (newest first, 20), flags, visibility, topic, purpose,
     previous id (after channel_id_changed, fields not set on the new id come from the previous one)."""
-    chain = _channel_chain(team_id, channel_id)
+    chain = _channel_chain(team_id, channel_id, full=True)
     meta = channels.metadata(get_db(), team_id, channel_id, chain)
     if meta is None:
         abort(404, message=f"channel {channel_id} is not known in workspace {team_id}")
@@ -314,7 +314,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     db = get_db()
     # The channel's day listing is read while the channel row (visibility, previous ids) is: one round trip.
     days = messages.start_day_listing(db, team_id, channel_id, upper=upper, lower=lower, ascending=order == "asc")
-    chain = channels.id_chain(db, team_id, channel_id)
+    chain = channels.id_chain(db, team_id, channel_id, full=False)
     if channels.is_private(chain):
         require_workspace(settings, team_id, private=True)
     page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=limit,

@@ -274,7 +274,7 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     # each time a day turns out to hold fewer rows than asked (a quiet channel), so a page over 50 quiet days
     # costs a few round trips, while a busy channel (one day fills the page) reads one day only.
     tasks = [(day, channel_id) for day in days for channel_id in by_day[day]]
-    first_want = min(limit + 6, 500)
+    first_want = min(limit + 1, 500)  # the page and one more (to know there is a next page)
     in_flight: dict[tuple[int, str], Any] = {}
     state = {"next": 0, "depth": 1}
 
