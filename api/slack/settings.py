@@ -9,6 +9,7 @@ import dataclasses
 import os
 
 from api.config import _mapping
+from api.node.manager import state_dir
 
 
 def _env(name: str, default: str) -> str:
@@ -40,7 +41,7 @@ class SlackSettings:
         return cls(
             bot_tokens=_mapping(_env("CHRONICLE_SLACK_BOT_TOKENS", "")),
             bot_token=_env("CHRONICLE_SLACK_BOT_TOKEN", ""),
-            files_root=_env("CHRONICLE_FILES_ROOT", os.path.join(os.getcwd(), "data", "slack-files")),
+            files_root=_env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
             s3_bucket=_env("CHRONICLE_FILES_S3_BUCKET", ""),
             s3_endpoint=_env("CHRONICLE_FILES_S3_ENDPOINT", ""),
             s3_region=_env("CHRONICLE_FILES_S3_REGION", "us-east-1"),
