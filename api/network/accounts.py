@@ -114,10 +114,11 @@ def celebrities(db: Database, ns: NetworkSettings, network: str) -> dict[int, in
     return celebrity_state(db, ns, network)[0]
 
 
-def celebrity_state(db: Database, ns: NetworkSettings, network: str) -> tuple[dict[int, int], datetime]:
+def celebrity_state(db: Database, ns: NetworkSettings, network: str, pending: Any = None
+                    ) -> tuple[dict[int, int], datetime]:
     """(celebrities, since when the threshold in force applies). Home caches built before `since` were built
-    for another threshold and are rebuilt."""
-    rows = list(db.execute(CELEBRITIES, (network,)))
+    for another threshold and are rebuilt. `pending`: the CELEBRITIES read, already sent by the caller."""
+    rows = list(pending.result() if pending is not None else db.execute(CELEBRITIES, (network,)))
     stored = rows[0].threshold if rows else None
     if stored != (ns.hybrid_threshold if ns.hybrid else 0) or rows[0].threshold_since is None:
         return rebuild_celebrities(db, ns, network)

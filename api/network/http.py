@@ -265,8 +265,10 @@ def list_follows(args: dict, network: str, account_id: int):
 def home(args: dict, network: str, account_id: int):
     """Q4: follower and follows counts and the 25 newest (`order=newest`) or 25 most-liked (`order=likes`)
     posts of the home timeline: the newest 800 posts of the accounts it follows."""
-    account = _account(network, account_id)
-    return timelines.home(get_db(), network, account, args["order"])
+    found = timelines.home_of(get_db(), _network(network), account_id, args["order"])
+    if found is None:
+        abort(404, message=f"account {account_id} not found in network {network}")
+    return found
 
 
 @blp.route("/<network>/accounts/<int:account_id>/home/rebuild", methods=["POST"])

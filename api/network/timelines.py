@@ -213,17 +213,36 @@ def _state_ok(state: Any, ns: NetworkSettings, since: datetime) -> bool:
             and to_utc(state.built_at) >= since)
 
 
+def home_of(db: Database, network: str, account_id: int, order: str = "newest",
+            ns: NetworkSettings | None = None) -> dict[str, Any] | None:
+    """Q4 by account id, the account read concurrently with the cache; None when the account is unknown."""
+    account_f = db.execute_async(accounts.GET_ACCOUNT, (network, account_id))
+    ns = ns or network_settings()
+    limit = (ns.cache_cap if order == "likes" else ns.page_size) + _SLACK
+    state_f = db.execute_async(GET_STATE, (network, account_id))
+    rows_f = db.execute_async(READ_CACHE, (network, account_id, limit))
+    celebs_f = db.execute_async(accounts.CELEBRITIES, (network,))
+    row = account_f.result().one()
+    if row is None:
+        return None
+    account = {"account_id": row.account_id, "username": row.username,
+               "follower_count": row.follower_count or 0, "follows_count": row.follows_count or 0}
+    return home(db, network, account, order, ns, _pending=(state_f, rows_f, celebs_f))
+
+
 def home(db: Database, network: str, account: dict[str, Any], order: str = "newest",
-         ns: NetworkSettings | None = None) -> dict[str, Any]:
+         ns: NetworkSettings | None = None, _pending: tuple | None = None) -> dict[str, Any]:
     """Q4: the account's counts and the 25 newest, or the 25 most-liked, posts of its home timeline (the
     newest `cap` posts of the accounts it follows)."""
     ns = ns or network_settings()
     account_id = account["account_id"]
     needed = ns.cache_cap if order == "likes" else ns.page_size
     limit = needed + _SLACK
-    state_f = db.execute_async(GET_STATE, (network, account_id))
-    rows_f = db.execute_async(READ_CACHE, (network, account_id, limit))
-    celebs, since = accounts.celebrity_state(db, ns, network)
+    # All first reads are in flight together: one round trip of latency, not four.
+    state_f, rows_f, celebs_f = _pending or (db.execute_async(GET_STATE, (network, account_id)),
+                                             db.execute_async(READ_CACHE, (network, account_id, limit)),
+                                             db.execute_async(accounts.CELEBRITIES, (network,)))
+    celebs, since = accounts.celebrity_state(db, ns, network, celebs_f)
     state = state_f.result().one()
     rows = list(rows_f.result())
     rebuilt = False

@@ -20,6 +20,8 @@ def test_reloading_is_harmless(net, db, settings, client):
     again = loader.load_network(db, net.name, net.clean)
     assert again["relations"] == 2 * len(net.ref.edges)
     loader.load_parallel(settings, "likes", net.name, net.clean / "likes.csv", workers=2)
+    assert loader.load_parallel(settings, "relations", net.name, net.clean / "relations.csv", workers=3
+                                ) == 2 * len(net.ref.edges)
     loader.load_parallel(settings, "accounts", net.name, net.clean / "accounts.csv", workers=2)
     after = rankings.compute(db, net.name)
     check_rankings(before, net.ref)
