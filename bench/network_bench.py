@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -308,6 +309,9 @@ def api_bench(keyspace: str, network: str, sample: list[int], port: int, seconds
                                       "--paths-file", paths, "--concurrency", str(c), "--seconds",
                                       str(seconds / (4 if c == 1 else 2))], capture_output=True, text=True)
                 out[f"{order}_c{c}"] = json.loads(run.stdout or "{}")
+            if shutil.which("wrk"):  # a C load generator as a second opinion: no client-side GIL in the numbers
+                for c in (1, 16):
+                    out[f"{order}_wrk_c{c}"] = run_wrk(port, paths, c, seconds / 2)
             os.unlink(paths)
         for c in (1, 16):
             twiss, ours = out[f"twissandra_c{c}"], out[f"newest_c{c}"]
@@ -316,6 +320,23 @@ def api_bench(keyspace: str, network: str, sample: list[int], port: int, seconds
     finally:
         server.terminate()
         server.wait(timeout=30)
+    return out
+
+
+def run_wrk(port: int, paths: str, connections: int, seconds: float) -> dict:
+    run = subprocess.run(["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{int(seconds)}s", "--latency",
+                          "-s", str(ROOT / "bench/network_wrk.lua"), f"http://127.0.0.1:{port}"],
+                         capture_output=True, text=True, env={**os.environ, "PATHS_FILE": paths})
+    out: dict = {}
+    for line in run.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("50%", "90%", "99%"):
+            value = parts[1]
+            ms = float(value[:-2]) if value.endswith("ms") else float(value[:-2]) / 1000 \
+                if value.endswith("us") else float(value[:-1]) * 1000
+            out[f"p{parts[0][:-1]}_ms"] = round(ms, 2)
+        elif line.startswith("Requests/sec:"):
+            out["rps"] = float(parts[1])
     return out
 
 

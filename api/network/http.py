@@ -21,6 +21,7 @@ from api.network.settings import network_settings
 
 blp = Blueprint("network", __name__, url_prefix="/networks", description="Follower network archive (issue 4)")
 _NETWORK_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+ID = "int(max=9223372036854775807)"  # ids are bigint: larger numbers are unknown (404), never a driver error
 
 
 # -- schemas ---------------------------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ class HomeSchema(Schema):
 
 
 class NewPostSchema(Schema):
-    author_id = fields.Integer(required=True)
+    author_id = fields.Integer(required=True, validate=validate.Range(0, 2**63 - 1))
     content = fields.String(required=True, validate=validate.Length(1, 10_000))
     posted_at = fields.AwareDateTime(load_default=None, default_timezone=None)
     language = fields.String(load_default=None, validate=validate.Length(max=16))
@@ -202,7 +203,7 @@ _ADMIN_DOC = {"security": [{"bearer": []}]}
 
 
 # -- accounts and Q1 ------------------------------------------------------------------------------------------
-@blp.route("/<network>/accounts/<int:account_id>")
+@blp.route(f"/<network>/accounts/<{ID}:account_id>")
 @blp.response(200, AccountSchema)
 @blp.alt_response(404, description="unknown account")
 def get_account(network: str, account_id: int):
@@ -210,7 +211,7 @@ def get_account(network: str, account_id: int):
     return _account(network, account_id)
 
 
-@blp.route("/<network>/accounts/<int:account_id>/posts")
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/posts")
 @blp.arguments(PageArgs, location="query")
 @blp.response(200, PostsPageSchema)
 @blp.alt_response(404, description="unknown account")
@@ -237,7 +238,7 @@ def list_posts(args: dict, network: str, account_id: int):
     return {"account": account, "posts": page, "next_cursor": next_cursor}
 
 
-@blp.route("/<network>/accounts/<int:account_id>/followers")
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/followers")
 @blp.arguments(RelationArgs, location="query")
 @blp.response(200, RelationSchema(many=True))
 @blp.alt_response(404, description="unknown account")
@@ -247,7 +248,7 @@ def list_followers(args: dict, network: str, account_id: int):
     return relations.list_relations(get_db(), network, account_id, "follower", args["limit"])
 
 
-@blp.route("/<network>/accounts/<int:account_id>/follows")
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/follows")
 @blp.arguments(RelationArgs, location="query")
 @blp.response(200, RelationSchema(many=True))
 @blp.alt_response(404, description="unknown account")
@@ -258,7 +259,7 @@ def list_follows(args: dict, network: str, account_id: int):
 
 
 # -- Q4 --------------------------------------------------------------------------------------------------------
-@blp.route("/<network>/accounts/<int:account_id>/home")
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/home")
 @blp.arguments(HomeArgs, location="query")
 @blp.response(200, HomeSchema)
 @blp.alt_response(404, description="unknown account")
@@ -271,7 +272,7 @@ def home(args: dict, network: str, account_id: int):
     return found
 
 
-@blp.route("/<network>/accounts/<int:account_id>/home/rebuild", methods=["POST"])
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/home/rebuild", methods=["POST"])
 @blp.response(200, CacheBuiltSchema)
 @blp.alt_response(404, description="unknown account")
 @blp.doc(**_ADMIN_DOC)
@@ -291,7 +292,7 @@ def _pair(network: str, account_id: int, target_id: int) -> tuple[dict, dict]:
     return follower, followee
 
 
-@blp.route("/<network>/accounts/<int:account_id>/follows/<int:target_id>", methods=["PUT"])
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/follows/<{ID}:target_id>", methods=["PUT"])
 @blp.response(200, FollowResultSchema)
 @blp.alt_response(404, description="unknown account")
 @blp.alt_response(422, description="self-follow")
@@ -303,7 +304,7 @@ def follow(network: str, account_id: int, target_id: int):
     return {"follower": follower, "followee": followee, "changed": changed}
 
 
-@blp.route("/<network>/accounts/<int:account_id>/follows/<int:target_id>", methods=["DELETE"])
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/follows/<{ID}:target_id>", methods=["DELETE"])
 @blp.response(200, FollowResultSchema)
 @blp.alt_response(404, description="unknown account")
 @blp.alt_response(422, description="self-unfollow")
@@ -329,7 +330,7 @@ def create_post(body: dict, network: str):
     return {"post": post, "fanned_out_to": fanned}
 
 
-@blp.route("/<network>/posts/<int:post_id>")
+@blp.route(f"/<network>/posts/<{ID}:post_id>")
 @blp.response(200, PostSchema)
 @blp.alt_response(404, description="unknown post")
 def get_post(network: str, post_id: int):
@@ -337,7 +338,7 @@ def get_post(network: str, post_id: int):
     return _post(network, post_id)
 
 
-@blp.route("/<network>/posts/<int:post_id>", methods=["DELETE"])
+@blp.route(f"/<network>/posts/<{ID}:post_id>", methods=["DELETE"])
 @blp.response(200, DeletedSchema)
 @blp.alt_response(404, description="unknown post")
 @blp.doc(**_ADMIN_DOC)
@@ -356,7 +357,7 @@ def _like_args(network: str, post_id: int, user_id: int) -> dict[str, Any]:
     return post
 
 
-@blp.route("/<network>/posts/<int:post_id>/likes/<int:user_id>", methods=["PUT"])
+@blp.route(f"/<network>/posts/<{ID}:post_id>/likes/<{ID}:user_id>", methods=["PUT"])
 @blp.response(200, LikeResultSchema)
 @blp.alt_response(404, description="unknown post or account")
 @blp.doc(**_ADMIN_DOC)
@@ -367,7 +368,7 @@ def like(network: str, post_id: int, user_id: int):
     return {"post_id": post_id, "user_id": user_id, "like_count": count}
 
 
-@blp.route("/<network>/posts/<int:post_id>/likes/<int:user_id>", methods=["DELETE"])
+@blp.route(f"/<network>/posts/<{ID}:post_id>/likes/<{ID}:user_id>", methods=["DELETE"])
 @blp.response(200, LikeResultSchema)
 @blp.alt_response(404, description="unknown post or account")
 @blp.doc(**_ADMIN_DOC)

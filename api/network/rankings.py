@@ -83,7 +83,9 @@ def snapshots(db: Database, network: str, kind: str, *, at: datetime | None = No
     """The newest `limit` snapshots of one kind taken at or before `at` (default: now), newest first."""
     statement, column = KINDS[kind]
     at = to_utc(at or datetime.now(UTC))
-    bound = max_uuid_from_time(at.timestamp())
+    if at.year < 1971:
+        return []  # before any snapshot could exist (and before time-based UUIDs can be formed)
+    bound = max_uuid_from_time(min(at.timestamp(), 2**40))
     out: list[dict[str, Any]] = []
     for row in db.execute(MONTHS_UNTIL, (network, month_of(at))):
         for r in db.execute(statement, (network, row.month, bound, limit - len(out))):
