@@ -45,7 +45,8 @@ def _noop(_n: int) -> None:
 # -- posts CSV ------------------------------------------------------------------------------------------------
 def iter_raw_posts(path: Path) -> Iterator[dict[str, str]]:
     """Rows of the raw posts CSV as dicts (the csv module handles quoted multi-line content)."""
-    with path.open(encoding="utf-8", newline="") as handle:
+    # utf-8-sig: a spreadsheet export may start with a byte-order mark, which must not rename `author`.
+    with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in POST_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
