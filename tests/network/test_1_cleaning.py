@@ -113,10 +113,11 @@ def test_tweets_repair_ids_dates_spread_and_likes(net_files):
 
 
 def test_real_format_quirks(tmp_path):
-    """A hand-written file in the real format: multi-line quoted content, colliding scientific ids."""
+    """A hand-written file in the real format: multi-line quoted content, colliding scientific ids, and a
+    byte-order mark as spreadsheet exports write it."""
     posts = tmp_path / "tweets.csv"
     posts.write_text(
-        "author,content,country,date_time,id,language,latitude,longitude,number_of_likes,number_of_shares\n"
+        "\ufeffauthor,content,country,date_time,id,language,latitude,longitude,number_of_likes,number_of_shares\n"
         'katyperry,"Line one,\nline ""two""",,04/03/2017 11:47,5.34896E+17,en,,,7900,3472\n'
         "katyperry,Other post,,05/03/2017 09:00,5.34896E+17,en,,,10,2\n"
         "rihanna,Plain id,US,12/01/2017 19:52,819633000000000001,en,40.1,-70.2,0,0\n"

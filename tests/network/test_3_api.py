@@ -210,3 +210,29 @@ def test_rankings_time_series(net, client):
     assert client.get(f"/networks/{net.name}/rankings/top-accounts",
                       query_string={"at": "2001-01-01T00:00:00Z"}).status_code == 404
     check_all(client, net, extra=[climber])
+
+
+def test_authors_crossing_the_hybrid_threshold(net, client):
+    """An author falling below the threshold gets fanned out (its followers' caches were built without its
+    posts); one rising above it is merged at read time (its old cache rows are ignored, not duplicated)."""
+    ref = net.ref
+    ranked = [a for a, _ in ref.q2(100)]
+    faller = next(a for a in ranked[10:] if ref.q1(a) and len(ref.followers(a)) >= 3)
+    threshold = len(ref.followers(faller))
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    readers = sorted(ref.followers(faller))
+    check_home(client, net.name, ref, readers)  # caches built while `faller` is merged at read time
+    leaver = readers[0]
+    assert client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{faller}", headers=ADMIN
+                         ).json["changed"] is True
+    ref.unfollow(leaver, faller)
+    assert len(ref.followers(faller)) == threshold - 1
+    check_home(client, net.name, ref, readers)
+    # Rising: an author just below the threshold gains one follower.
+    riser = next(a for a in ranked if len(ref.followers(a)) == threshold - 1 and a != faller and ref.q1(a))
+    its_readers = sorted(ref.followers(riser))
+    check_home(client, net.name, ref, its_readers)  # caches hold its posts (it was fanned out)
+    newcomer = next(u for u in sorted(ref.usernames) if u != riser and riser not in ref.follows(u))
+    assert client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN).status_code == 200
+    ref.follow(newcomer, riser)
+    check_home(client, net.name, ref, its_readers + [newcomer])
