@@ -236,3 +236,19 @@ def test_authors_crossing_the_hybrid_threshold(net, client):
     assert client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN).status_code == 200
     ref.follow(newcomer, riser)
     check_home(client, net.name, ref, its_readers + [newcomer])
+
+
+def test_rebuild_endpoint_and_relation_lists(net, client):
+    ref = net.ref
+    account = next(u for u in sorted(ref.usernames) if ref.follows(u))
+    assert client.post(f"/networks/{net.name}/accounts/{account}/home/rebuild").status_code == 401
+    r = client.post(f"/networks/{net.name}/accounts/{account}/home/rebuild", headers=ADMIN)
+    assert r.status_code == 200
+    followees = ref.follows(account)
+    posts_followed = sum(1 for p in ref.posts.values() if p["author_id"] in followees)
+    assert r.json["complete"] == (posts_followed <= CAP)
+    assert r.json["entries"] >= min(CAP, posts_followed)
+    check_home(client, net.name, ref, [account])
+    followers = client.get(f"/networks/{net.name}/accounts/{account}/followers?limit=5000").json
+    assert {a["account_id"] for a in followers} == ref.followers(account)
+    assert client.get(f"/networks/{net.name}/accounts/{2**63}/home").status_code == 404
