@@ -15,9 +15,13 @@ import dataclasses
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from cassandra import InvalidRequest
 
 from api.db import Database, Statement
 
@@ -140,17 +144,33 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
     return {row.version: row._asdict() for row in rows}
 
 
+# A coordinator that has not yet applied the previous DDL answers "does not exist" even after the driver saw
+# schema versions agree (gossip runs ahead of some nodes' schema tables): such answers are retried briefly.
+_NOT_YET_VISIBLE = ("does not exist", "unconfigured table", "Unknown keyspace")
+
+
+def _execute_when_visible(db: Database, cql: str, params: tuple = ()) -> Any:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return db.execute_raw(cql, params, timeout=60)
+        except InvalidRequest as exc:
+            if not any(text in str(exc) for text in _NOT_YET_VISIBLE) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def _run_ddl(db: Database, cql: str) -> None:
-    result = db.execute_raw(cql, timeout=60)
-    if not result.response_future.is_schema_agreed and not db.cluster.control_connection.wait_for_schema_agreement(
-        wait_time=60
-    ):
+    result = _execute_when_visible(db, cql)
+    agreed = result.response_future.is_schema_agreed
+    if not agreed and not db.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
         raise MigrationError(f"schema did not reach agreement within 60 s after: {cql[:120]}")
 
 
 def _record(db: Database, keyspace: str, migration: Migration, status: str, applied: int,
             prefix: str) -> None:
-    db.execute_raw(
+    _execute_when_visible(
+        db,
         f"INSERT INTO {keyspace}.schema_migrations "
         "(scope, version, name, checksum, status, statements_applied, prefix_checksum, applied_at) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
