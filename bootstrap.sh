@@ -54,6 +54,10 @@ case "$cmd" in
     ensure_system_tools; ensure_venv; start_cassandra
     "$VENV/bin/python" runtime_scripts/migrate.py
     "$VENV/bin/python" runtime_scripts/load_sample_data.py
+    # Local development credentials unless the environment sets real ones (see README "Configuration").
+    export CHRONICLE_API_TOKENS=${CHRONICLE_API_TOKENS:-'{"dev-token": {"workspaces": ["*"], "private": true}}'}
+    export CHRONICLE_ADMIN_TOKEN=${CHRONICLE_ADMIN_TOKEN:-dev-admin-token}
+    export CHRONICLE_SLACK_SIGNING_SECRET=${CHRONICLE_SLACK_SIGNING_SECRET:-dev-signing-secret}
     say "serving the API on http://${CHRONICLE_BIND:-127.0.0.1:8080} (OpenAPI UI at /docs); Ctrl-C stops it"
     exec "$VENV/bin/gunicorn" -c gunicorn.conf.py api.wsgi:app
     ;;
