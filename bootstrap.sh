@@ -62,15 +62,17 @@ case "$cmd" in
     exec "$VENV/bin/gunicorn" -c gunicorn.conf.py api.wsgi:app
     ;;
   test)
-    ensure_system_tools; ensure_venv; start_cassandra
+    ensure_system_tools; ensure_venv
+    if [ "${CI:-}" = "true" ]; then
+      # CI leaves nothing running behind it, whatever happens below.
+      trap '"$VENV/bin/python" runtime_scripts/cassandra_node.py stop || true' EXIT
+    fi
+    start_cassandra
     "$VENV/bin/ruff" check .
     set +e
     "$VENV/bin/python" -m pytest "$@"
     status=$?
     set -e
-    if [ "${CI:-}" = "true" ]; then
-      "$VENV/bin/python" runtime_scripts/cassandra_node.py stop || true
-    fi
     # pytest exits 5 when it collected no test: for CI that is a failure, not a pass.
     [ $status -eq 5 ] && die "pytest collected no tests"
     exit $status
