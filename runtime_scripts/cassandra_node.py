@@ -26,10 +26,7 @@ def _run(action):
         return action()
     except manager.NodeError as exc:
         click.echo(f"error: {exc}", err=True)
-        text = str(exc)
-        prerequisite = any(k in text for k in ("not found on PATH", "disk space", "is in use", "runs on Java",
-                                                "could not download"))
-        sys.exit(EXIT_PREREQUISITE if prerequisite else EXIT_NODE_FAILED)
+        sys.exit(EXIT_PREREQUISITE if isinstance(exc, manager.PrerequisiteError) else EXIT_NODE_FAILED)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

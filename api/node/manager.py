@@ -68,6 +68,10 @@ class NodeError(RuntimeError):
     """A node could not be fetched, started or stopped; the message says what to do about it."""
 
 
+class PrerequisiteError(NodeError):
+    """Something the node needs is missing (Java, Maven, disk space, a free port, the download)."""
+
+
 def cache_dir() -> Path:
     """Where fetched distributions live, outside the repository so every checkout reuses them."""
     base = os.environ.get("CHRONICLE_CACHE_DIR") or os.path.join(
@@ -87,7 +91,7 @@ def state_dir() -> Path:
 def _require_tool(name: str, hint: str) -> str:
     path = shutil.which(name)
     if not path:
-        raise NodeError(f"'{name}' was not found on PATH. {hint}")
+        raise PrerequisiteError(f"'{name}' was not found on PATH. {hint}")
     return path
 
 
@@ -95,7 +99,7 @@ def java_major_version(java: str) -> int:
     out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if not match:
-        raise NodeError(f"could not read the Java version from `{java} -version`: {out.strip()[:200]}")
+        raise PrerequisiteError(f"could not read the Java version from `{java} -version`: {out.strip()[:200]}")
     major = int(match.group(1))
     return int(match.group(2)) if major == 1 and match.group(2) else major
 
@@ -108,7 +112,7 @@ def require_java() -> str:
     )
     major = java_major_version(java)
     if major not in (11, 17):
-        raise NodeError(f"Cassandra 5.0 runs on Java 11 or 17, but `java` on PATH is Java {major}.")
+        raise PrerequisiteError(f"Cassandra 5.0 runs on Java 11 or 17, but `java` on PATH is Java {major}.")
     return java
 
 
@@ -116,7 +120,7 @@ def _require_free_space(path: Path, needed: int, what: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(path).free
     if free < needed:
-        raise NodeError(
+        raise PrerequisiteError(
             f"not enough disk space to {what}: {free // 2**20} MiB free under {path}, "
             f"{needed // 2**20} MiB needed. Free some space (or point CHRONICLE_CACHE_DIR / "
             "CHRONICLE_STATE_DIR elsewhere) and try again."
@@ -154,11 +158,12 @@ def verify_jars(lib: Path) -> None:
     missing = sorted(set(pinned) - present)
     extra = sorted(present - set(pinned))
     if missing or extra:
-        raise NodeError(f"the fetched jar set differs from the pinned list: missing {missing}, unexpected {extra}")
+        raise PrerequisiteError(
+            f"the fetched jar set differs from the pinned list: missing {missing}, unexpected {extra}")
     for name, digest in pinned.items():
         actual = _sha256(lib / name)
         if actual != digest:
-            raise NodeError(f"checksum mismatch for {name}: expected {digest}, got {actual}")
+            raise PrerequisiteError(f"checksum mismatch for {name}: expected {digest}, got {actual}")
 
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -201,7 +206,7 @@ def fetch(version: str = CASSANDRA_VERSION, *, log=_say) -> Path:
         )
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise NodeError(
+            raise PrerequisiteError(
                 f"Maven could not download Cassandra {version} (exit {proc.returncode}). Check that Maven "
                 f"Central is reachable (proxy settings in ~/.m2/settings.xml) and that the disk is not full.\n{tail}"
             )
@@ -459,7 +464,7 @@ def start_node(spec: NodeSpec, *, timeout: float = 180.0, log=_say) -> str:
         for port, what in ((spec.native_port, "native (CQL)"), (spec.storage_port, "storage"),
                            (spec.jmx_port, "JMX")):
             if not _port_free(spec.address, port):
-                raise NodeError(
+                raise PrerequisiteError(
                     f"{what} port {spec.address}:{port} is in use by another process. Stop it, or choose "
                     "other ports (CHRONICLE_CASSANDRA_PORT / CHRONICLE_CASSANDRA_STORAGE_PORT / "
                     "CHRONICLE_CASSANDRA_JMX_PORT)."
