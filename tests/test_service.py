@@ -28,7 +28,7 @@ def test_readyz_reports_release_and_schema(client, settings):
     assert body["keyspace"] == settings.keyspace
 
 
-def test_readyz_is_503_when_the_schema_was_never_applied(settings):
+def test_readyz_is_503_when_the_schema_was_never_applied(settings, db):
     import dataclasses
 
     bare = Database(dataclasses.replace(settings, keyspace="system"), keyspace="system")
@@ -42,6 +42,7 @@ def test_readyz_is_503_when_the_schema_was_never_applied(settings):
         assert body["cassandra_release"].startswith("5.0.")
     finally:
         bare.close()
+        set_db(db)  # create_app installed `bare` as the process's database
 
 
 @pytest.mark.parametrize(("method", "path", "code"), [
