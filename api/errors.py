@@ -45,6 +45,11 @@ def register_error_handlers(app: Flask) -> None:
     for exc_type in CASSANDRA_UNAVAILABLE:
         app.register_error_handler(exc_type, _cassandra_unavailable)
 
+    @app.errorhandler(UnicodeEncodeError)
+    def _not_unicode(exc: UnicodeEncodeError):
+        # Raised before anything is written: a JSON escape left an unpaired surrogate in some text.
+        return error_response(400, "the request holds text that is not valid Unicode (an unpaired surrogate)")
+
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
         log.exception("unhandled_exception")

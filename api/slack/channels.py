@@ -122,7 +122,9 @@ def chain_ids(chain: list[Any], channel_id: str) -> list[str]:
 
 
 def is_private(chain: list[Any]) -> bool:
-    return bool(chain and chain[0] is not None and chain[0].visibility == "private")
+    """The newest visibility along the id chain (a renamed id inherits its predecessor's, as metadata does)."""
+    visibility = next((r.visibility for r in chain if r is not None and r.visibility), None)
+    return visibility == "private"
 
 
 def metadata(db: Database, team_id: str, channel_id: str, chain: list[Any]) -> dict[str, Any] | None:

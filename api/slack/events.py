@@ -19,6 +19,7 @@ from api.config import Settings
 from api.db import Database
 from api.slack import channels, messages
 from api.slack.messages import NewMessage
+from api.slack.store import ID_RE
 from api.slack.timeutil import BadTimestamp, ts_to_us
 
 log = structlog.get_logger("chronicle.slack")
@@ -97,7 +98,27 @@ def parse_body(body: bytes) -> dict[str, Any]:
         event = envelope.get("event")
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise BadEvent("missing field: event.type")
+        _check_ids(envelope, event)
+    try:  # JSON escapes can carry unpaired surrogates, which no text column can store
+        json.dumps(envelope, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadEvent("body holds text that is not valid Unicode (an unpaired surrogate escape)") from None
     return envelope
+
+
+def _check_ids(envelope: dict[str, Any], event: dict[str, Any]) -> None:
+    channel = event.get("channel")
+    item = event.get("item")
+    candidates = {
+        "team_id": envelope.get("team_id"),
+        "event.channel": channel.get("id") if isinstance(channel, dict) else channel,
+        "event.item.channel": item.get("channel") if isinstance(item, dict) else None,
+        "event.old_channel_id": event.get("old_channel_id"),
+        "event.new_channel_id": event.get("new_channel_id"),
+    }
+    for where, value in candidates.items():
+        if value is not None and not (isinstance(value, str) and ID_RE.match(value)):
+            raise BadEvent(f"{where} is not a Slack id (upper-case letters and digits, at most 64)")
 
 
 # -- dispatch ---------------------------------------------------------------------------------------------
@@ -195,7 +216,8 @@ def on_message(ctx: _Ctx) -> str:
         _log_unknown_once(f"message:{subtype}")
         return "ignored: hidden message subtype"
     if subtype == "message_deleted":
-        deleted = ev.get("deleted_ts") or (ev.get("previous_message") or {}).get("ts")
+        previous = ev.get("previous_message")
+        deleted = ev.get("deleted_ts") or (previous.get("ts") if isinstance(previous, dict) else None)
         if not isinstance(deleted, str):
             raise BadEvent("missing field: event.deleted_ts")
         ts = ts_to_us(deleted)

@@ -74,6 +74,8 @@ class LocalStore:
 
     def put(self, key: str, data: bytes, content_type: str | None) -> str:
         path = self.root / key
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            raise ValueError(f"object key {key!r} leaves the files root")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         tmp.write_bytes(data)

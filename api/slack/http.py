@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import Any
 
@@ -19,6 +18,7 @@ from api.db import get_db
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, events, messages
+from api.slack.store import ID_RE
 from api.slack.timeutil import is_ts, ts_to_us
 
 log = structlog.get_logger("chronicle.slack")
@@ -27,8 +27,8 @@ blp = Blueprint("slack", __name__, description="Slack live archive: Events API i
 
 # The path is read once at import (blueprint routes are declared at import time); default /slack/events.
 EVENTS_PATH = os.environ.get("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events")
-_ID = r"^[A-Z0-9][A-Z0-9_-]{0,63}$"  # Slack team/channel ids: upper-case letters and digits
-_ID_RE = re.compile(_ID)
+_ID = ID_RE.pattern  # Slack team/channel ids: upper-case letters and digits
+_ID_RE = ID_RE
 
 
 @blp.after_request

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from api.db import Database, Statement, without_none
-from api.slack.store import Write, compress_json, run_concurrently
+from api.slack.store import ID_RE, Write, compress_json, run_concurrently
 from api.slack.timeutil import US_PER_DAY, day_of, ts_to_us, us_to_ts
 
 FILE_SHARDS = 16  # fixed: the worker reads these 16 partitions of slack_files_pending
@@ -104,8 +104,9 @@ def _key(team_id: str, channel_id: str, ts: int) -> dict[str, Any]:
 
 def slim_files(files: Iterable[dict]) -> list[dict]:
     """The subset of Slack file metadata kept on the message (no thumbnails, no share lists)."""
+    # File ids name storage paths: only Slack-shaped ids are kept.
     return [{k: f[k] for k in _FILE_FIELDS if k in f} for f in files
-            if isinstance(f, dict) and isinstance(f.get("id"), str) and f["id"]]
+            if isinstance(f, dict) and isinstance(f.get("id"), str) and ID_RE.match(f["id"])]
 
 
 def _str(value: Any) -> str | None:

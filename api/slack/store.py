@@ -1,8 +1,9 @@
-"""Small helpers shared by the Slack table modules: concurrent writes, raw-event compression."""
+"""Small helpers shared by the Slack modules: Slack id shape, concurrent writes, raw-event compression."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -10,6 +11,10 @@ from typing import Any
 import zstandard
 
 from api.db import Database, Statement
+
+# Slack team, channel and file ids: upper-case letters and digits. Checked at ingest so that an id the
+# read endpoints could never serve (or that would name a path or overflow a partition key) is refused.
+ID_RE = re.compile(r"^[A-Z0-9][A-Z0-9_-]{0,63}$")
 
 _local = threading.local()
 
