@@ -22,7 +22,7 @@ def words_of(text: str | None) -> set[str]:
 
 
 def month_of(ts: datetime) -> str:
-    return ts.strftime("%Y-%m")
+    return f"{ts.year:04d}-{ts.month:02d}"  # strftime does not zero-pad years below 1000
 
 
 def bucket_of(account_id: int) -> int:

@@ -7,6 +7,7 @@ token, since network accounts have no credentials of their own.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app
@@ -16,7 +17,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates
 from api.auth import require_admin
 from api.db import get_db
 from api.network import accounts, likes, posts, rankings, relations, search, timelines
-from api.network.common import read_cursor, sign_cursor, to_utc
+from api.network.common import month_of, read_cursor, sign_cursor, to_utc
 from api.network.settings import network_settings
 
 blp = Blueprint("network", __name__, url_prefix="/networks", description="Follower network archive (issue 4)")
@@ -69,10 +70,35 @@ class HomeSchema(Schema):
     cache_rebuilt = fields.Boolean(metadata={"description": "the home cache was (re)built by this read"})
 
 
+_EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
+
+
+class UtcDateTime(fields.AwareDateTime):
+    """An aware time turned into UTC, within 1970..9998 (posts and snapshots live there; month keys and the
+    timestamp columns stay well-formed)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            moment = moment.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError("time out of range") from None
+        if not _EARLIEST <= moment < _LATEST:
+            raise ValidationError("time must be between 1970-01-01 and 9998-12-31 (UTC)")
+        return moment
+
+
+def _unicode_text(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("not valid Unicode (an unpaired surrogate escape)") from None
+
+
 class NewPostSchema(Schema):
     author_id = fields.Integer(required=True, validate=validate.Range(0, 2**63 - 1))
-    content = fields.String(required=True, validate=validate.Length(1, 10_000))
-    posted_at = fields.AwareDateTime(load_default=None, default_timezone=None)
+    content = fields.String(required=True, validate=[validate.Length(1, 10_000), _unicode_text])
+    posted_at = UtcDateTime(load_default=None, default_timezone=None)
     language = fields.String(load_default=None, validate=validate.Length(max=16))
     country = fields.String(load_default=None, validate=validate.Length(max=64))
     latitude = fields.Float(load_default=None, validate=validate.Range(-90, 90))
@@ -144,12 +170,12 @@ class SnapshotSchema(Schema):
 
 
 class SnapshotArgs(Schema):
-    at = fields.AwareDateTime(load_default=None, metadata={"description": "the snapshot in force at this time"})
+    at = UtcDateTime(load_default=None, metadata={"description": "the snapshot in force at this time"})
 
 
 class HistoryArgs(Schema):
     limit = fields.Integer(load_default=20, validate=validate.Range(1, 500))
-    at = fields.AwareDateTime(load_default=None, metadata={"description": "only snapshots at or before"})
+    at = UtcDateTime(load_default=None, metadata={"description": "only snapshots at or before"})
 
 
 class HistorySchema(Schema):
@@ -233,7 +259,7 @@ def list_posts(args: dict, network: str, account_id: int):
         page = page[:args["limit"]]
         last = page[-1]
         next_cursor = sign_cursor(_settings().cursor_secret, {
-            "n": network, "a": account_id, "m": last["posted_at"].strftime("%Y-%m"),
+            "n": network, "a": account_id, "m": month_of(last["posted_at"]),
             "t": int(to_utc(last["posted_at"]).timestamp() * 1000), "p": last["post_id"]})
     return {"account": account, "posts": page, "next_cursor": next_cursor}
 

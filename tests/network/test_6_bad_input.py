@@ -1,0 +1,74 @@
+"""Inputs and races found in review, on a tiny network of their own (the shared test network stays as its
+brute-force reference expects)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from api.network import cleaning, generator, loader
+from api.network.posts import PUT_WORD
+from tests.network.conftest import ADMIN
+
+NETWORK = "badnet"
+
+
+@pytest.fixture(scope="module")
+def users(db, tmp_path_factory) -> list[int]:
+    d: Path = tmp_path_factory.mktemp("badnet")
+    edges, posts = generator.generate(d / "raw", accounts=40, edges=150, posts=20, seed=3)
+    cleaning.clean_relations(edges, posts, d / "clean")
+    cleaning.clean_posts(posts, d / "clean" / "accounts.csv", d / "clean", like_rate=0.0, seed=3)
+    loader.load_network(db, NETWORK, d / "clean")
+    with (d / "clean" / "accounts.csv").open() as fh:
+        return [int(row["account_id"]) for row in csv.DictReader(fh)][:5]
+
+
+@pytest.mark.parametrize("posted_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:30:00-01:00",
+                                       "0999-05-01T00:00:00+00:00"])
+def test_post_times_outside_the_supported_range_are_422(client, users, posted_at):
+    response = client.post(f"/networks/{NETWORK}/posts", headers=ADMIN,
+                           json={"author_id": users[0], "content": "old news", "posted_at": posted_at})
+    assert response.status_code == 422, response.get_json()
+    assert "posted_at" in response.get_json()["errors"]["json"]
+
+
+@pytest.mark.parametrize("path", ["rankings/top-accounts?at=0001-01-01T00:00:00%2B01:00",
+                                  "rankings/top-followers/history?at=9999-12-31T23:30:00-01:00"])
+def test_snapshot_times_outside_the_supported_range_are_422(client, users, path):
+    response = client.get(f"/networks/{NETWORK}/{path}")
+    assert response.status_code == 422, response.get_json()
+
+
+def test_text_that_is_not_unicode_is_422_and_stores_nothing(client, users):
+    body = '{"author_id": ' + str(users[0]) + ', "content": "bad \\ud800 quokkaword"}'
+    response = client.post(f"/networks/{NETWORK}/posts", headers={**ADMIN, "Content-Type": "application/json"},
+                           data=body)
+    assert response.status_code == 422
+    assert client.get(f"/networks/{NETWORK}/search?q=quokkaword").get_json()["posts"] == []
+
+
+def test_search_shows_current_like_counts_and_never_deleted_posts(client, db, users):
+    author, fans = users[0], users[1:3]
+    created = client.post(f"/networks/{NETWORK}/posts", headers=ADMIN,
+                          json={"author_id": author, "content": "zebrafinch sighting"})
+    assert created.status_code == 201, created.get_json()
+    post = created.get_json()["post"]
+    for fan in fans:
+        assert client.put(f"/networks/{NETWORK}/posts/{post['post_id']}/likes/{fan}", headers=ADMIN).status_code == 200
+    # What two like updates racing leave behind: an index row at a count the post no longer has.
+    posted_at = datetime.fromisoformat(post["posted_at"].replace("Z", "+00:00"))
+    for word in ("zebrafinch", "sighting"):
+        db.execute(PUT_WORD, (NETWORK, word, 57, post["post_id"], author, post.get("author_username"), posted_at,
+                              post["content"]))
+    found = client.get(f"/networks/{NETWORK}/search?q=zebrafinch").get_json()["posts"]
+    assert [(p["post_id"], p["like_count"]) for p in found] == [(post["post_id"], len(fans))]
+
+    assert client.delete(f"/networks/{NETWORK}/posts/{post['post_id']}", headers=ADMIN).status_code == 200
+    assert client.get(f"/networks/{NETWORK}/search?q=zebrafinch").get_json()["posts"] == []
+    assert client.get(f"/networks/{NETWORK}/search?q=zebrafinch+sighting").get_json()["posts"] == []
+    json.dumps(found)  # the answer stays JSON-serialisable
