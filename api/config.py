@@ -8,12 +8,12 @@ import os
 from cassandra import ConsistencyLevel
 
 
-def _env(name: str, default: str) -> str:
+def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
 def _consistency(name: str, default: str) -> int:
-    value = _env(name, default).upper()
+    value = env(name, default).upper()
     try:
         return ConsistencyLevel.name_to_value[value]
     except KeyError:
@@ -24,7 +24,7 @@ def _csv(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _mapping(value: str) -> dict[str, str]:
+def parse_mapping(value: str) -> dict[str, str]:
     """`A=x,B=y` -> {"A": "x", "B": "y"}."""
     out = {}
     for item in _csv(value):
@@ -61,24 +61,24 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
-            contact_points=_csv(_env("CHRONICLE_CASSANDRA_HOSTS", "127.0.0.1")),
-            cassandra_port=int(_env("CHRONICLE_CASSANDRA_PORT", "9042")),
-            keyspace=_env("CHRONICLE_KEYSPACE", "chronicle"),
-            local_dc=_env("CHRONICLE_LOCAL_DC", "datacenter1"),
-            replication=_env("CHRONICLE_REPLICATION", "SimpleStrategy:1"),
+            contact_points=_csv(env("CHRONICLE_CASSANDRA_HOSTS", "127.0.0.1")),
+            cassandra_port=int(env("CHRONICLE_CASSANDRA_PORT", "9042")),
+            keyspace=env("CHRONICLE_KEYSPACE", "chronicle"),
+            local_dc=env("CHRONICLE_LOCAL_DC", "datacenter1"),
+            replication=env("CHRONICLE_REPLICATION", "SimpleStrategy:1"),
             read_consistency=_consistency("CHRONICLE_READ_CONSISTENCY", "LOCAL_ONE"),
             write_consistency=_consistency("CHRONICLE_WRITE_CONSISTENCY", "LOCAL_QUORUM"),
-            request_timeout=float(_env("CHRONICLE_REQUEST_TIMEOUT", "2.0")),
-            connect_timeout=float(_env("CHRONICLE_CONNECT_TIMEOUT", "2.0")),
-            cursor_secret=_env("CHRONICLE_CURSOR_SECRET", "dev-cursor-secret-change-me").encode(),
-            max_body_bytes=int(_env("CHRONICLE_MAX_BODY_BYTES", str(1024 * 1024))),
-            log_level=_env("CHRONICLE_LOG_LEVEL", "INFO"),
-            slack_signing_secrets=_mapping(_env("CHRONICLE_SLACK_SIGNING_SECRETS", "")),
-            slack_signing_secret=_env("CHRONICLE_SLACK_SIGNING_SECRET", ""),
-            slack_events_path=_env("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events"),
-            slack_keep_raw_events=_env("CHRONICLE_SLACK_KEEP_RAW", "true").lower() in ("1", "true", "yes"),
-            api_tokens=_env("CHRONICLE_API_TOKENS", ""),
-            admin_token=_env("CHRONICLE_ADMIN_TOKEN", ""),
+            request_timeout=float(env("CHRONICLE_REQUEST_TIMEOUT", "2.0")),
+            connect_timeout=float(env("CHRONICLE_CONNECT_TIMEOUT", "2.0")),
+            cursor_secret=env("CHRONICLE_CURSOR_SECRET", "dev-cursor-secret-change-me").encode(),
+            max_body_bytes=int(env("CHRONICLE_MAX_BODY_BYTES", str(1024 * 1024))),
+            log_level=env("CHRONICLE_LOG_LEVEL", "INFO"),
+            slack_signing_secrets=parse_mapping(env("CHRONICLE_SLACK_SIGNING_SECRETS", "")),
+            slack_signing_secret=env("CHRONICLE_SLACK_SIGNING_SECRET", ""),
+            slack_events_path=env("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events"),
+            slack_keep_raw_events=env("CHRONICLE_SLACK_KEEP_RAW", "true").lower() in ("1", "true", "yes"),
+            api_tokens=env("CHRONICLE_API_TOKENS", ""),
+            admin_token=env("CHRONICLE_ADMIN_TOKEN", ""),
         )
 
     def replication_map(self) -> dict[str, object]:

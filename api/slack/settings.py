@@ -6,14 +6,9 @@ Every variable, its default and meaning is listed in docs/slack.md.
 from __future__ import annotations
 
 import dataclasses
-import os
 
-from api.config import _mapping
+from api.config import env, parse_mapping
 from api.node.manager import state_dir
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,20 +34,20 @@ class SlackSettings:
     @classmethod
     def from_env(cls) -> SlackSettings:
         return cls(
-            bot_tokens=_mapping(_env("CHRONICLE_SLACK_BOT_TOKENS", "")),
-            bot_token=_env("CHRONICLE_SLACK_BOT_TOKEN", ""),
-            files_root=_env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
-            s3_bucket=_env("CHRONICLE_FILES_S3_BUCKET", ""),
-            s3_endpoint=_env("CHRONICLE_FILES_S3_ENDPOINT", ""),
-            s3_region=_env("CHRONICLE_FILES_S3_REGION", "us-east-1"),
-            s3_prefix_uri=_env("CHRONICLE_FILES_S3_URI_SCHEME", "s3"),
-            max_attempts=int(_env("CHRONICLE_FILES_MAX_ATTEMPTS", "5")),
-            backoff_seconds=float(_env("CHRONICLE_FILES_BACKOFF_SECONDS", "2")),
-            backoff_max_seconds=float(_env("CHRONICLE_FILES_BACKOFF_MAX_SECONDS", "600")),
-            download_timeout=float(_env("CHRONICLE_FILES_TIMEOUT", "30")),
-            max_file_bytes=int(_env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
-            lease_seconds=int(_env("CHRONICLE_FILES_LEASE_SECONDS", "300")),
-            batch_size=int(_env("CHRONICLE_FILES_BATCH", "100")),
+            bot_tokens=parse_mapping(env("CHRONICLE_SLACK_BOT_TOKENS", "")),
+            bot_token=env("CHRONICLE_SLACK_BOT_TOKEN", ""),
+            files_root=env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
+            s3_bucket=env("CHRONICLE_FILES_S3_BUCKET", ""),
+            s3_endpoint=env("CHRONICLE_FILES_S3_ENDPOINT", ""),
+            s3_region=env("CHRONICLE_FILES_S3_REGION", "us-east-1"),
+            s3_prefix_uri=env("CHRONICLE_FILES_S3_URI_SCHEME", "s3"),
+            max_attempts=int(env("CHRONICLE_FILES_MAX_ATTEMPTS", "5")),
+            backoff_seconds=float(env("CHRONICLE_FILES_BACKOFF_SECONDS", "2")),
+            backoff_max_seconds=float(env("CHRONICLE_FILES_BACKOFF_MAX_SECONDS", "600")),
+            download_timeout=float(env("CHRONICLE_FILES_TIMEOUT", "30")),
+            max_file_bytes=int(env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
+            lease_seconds=int(env("CHRONICLE_FILES_LEASE_SECONDS", "300")),
+            batch_size=int(env("CHRONICLE_FILES_BATCH", "100")),
         )
 
     def token_for(self, team_id: str) -> str:
