@@ -1,7 +1,8 @@
 # Chronicle's API / worker image, used by docker-compose.yml (Cassandra comes from the official image there).
 FROM python:3.11-slim
 WORKDIR /app
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# PYTHONPATH: `chronicle` (and gunicorn) use /app/api, whose migrations find /app/cql beside it.
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/app
 COPY pyproject.toml README.md ./
 COPY api ./api
 RUN pip install --no-cache-dir .

@@ -44,7 +44,7 @@ ensure_venv() {
 }
 
 start_cassandra() {
-  "$VENV/bin/python" runtime_scripts/cassandra_node.py start
+  "$VENV/bin/chronicle" node start
 }
 
 cmd=${1:-}
@@ -52,8 +52,8 @@ cmd=${1:-}
 case "$cmd" in
   serve)
     ensure_system_tools; ensure_venv; start_cassandra
-    "$VENV/bin/python" runtime_scripts/migrate.py
-    "$VENV/bin/python" runtime_scripts/load_sample_data.py
+    "$VENV/bin/chronicle" migrate
+    "$VENV/bin/chronicle" sample load
     # Local development credentials unless the environment sets real ones (see README "Configuration").
     export CHRONICLE_API_TOKENS=${CHRONICLE_API_TOKENS:-'{"dev-token": {"workspaces": ["*"], "private": true}}'}
     export CHRONICLE_ADMIN_TOKEN=${CHRONICLE_ADMIN_TOKEN:-dev-admin-token}
@@ -65,7 +65,7 @@ case "$cmd" in
     ensure_system_tools; ensure_venv
     if [ "${CI:-}" = "true" ]; then
       # CI leaves nothing running behind it, whatever happens below.
-      trap '"$VENV/bin/python" runtime_scripts/cassandra_node.py stop || true' EXIT
+      trap '"$VENV/bin/chronicle" node stop || true' EXIT
     fi
     start_cassandra
     "$VENV/bin/ruff" check .

@@ -36,3 +36,10 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker):
+    # Errors gunicorn answers itself (414 URI Too Long, 400 bad request line, 431) as JSON, like the API's.
+    from api.server_errors import install
+
+    install()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from flask import Flask, Response
+import swagger_ui_bundle
+from flask import Flask, Response, send_from_directory
 from flask_smorest import Api
 
 from api import metrics
@@ -31,7 +32,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/",
+        # Swagger UI's files come from the pinned swagger-ui-bundle package, served here: /docs works offline.
+        OPENAPI_SWAGGER_UI_URL="/docs/assets/",
         API_SPEC_OPTIONS={
             "info": {"description": "Cassandra-backed archive of Slack workspaces and follower networks."},
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
@@ -48,6 +50,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     api.register_blueprint(health_blp)
     for blueprint in _feature_blueprints():
         api.register_blueprint(blueprint)
+    _document_server_refusals(api)
+
+    @app.get("/docs/assets/<path:filename>")
+    def _swagger_ui_asset(filename: str) -> Response:
+        return send_from_directory(swagger_ui_bundle.swagger_ui_path, filename, max_age=86400)
 
     @app.get("/metrics")
     def _metrics() -> Response:
@@ -57,16 +64,28 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     return app
 
 
+def _document_server_refusals(api: Api) -> None:
+    """Every operation can be refused before Flask sees it: a request line over gunicorn's limit answers
+    414 (as JSON, see api/server_errors.py). State it in the document for each operation."""
+    api.spec.components.response("UriTooLong", {
+        "description": "the URL is longer than the server accepts (4094 bytes of request line)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    for operations in api.spec._paths.values():
+        for method, operation in operations.items():
+            if method != "parameters" and isinstance(operation, dict):
+                operation.setdefault("responses", {}).setdefault("414", {"$ref": "#/components/responses/UriTooLong"})
+
+
 def _feature_blueprints() -> list:
     """Blueprints of the archive's features, each owned by its package."""
     blueprints = []
     try:
-        from api.slack.http import blp as slack_blp
+        from api.slack.http import blueprints as slack_blueprints
     except ModuleNotFoundError as exc:
         if exc.name not in ("api.slack", "api.slack.http"):
             raise
     else:
-        blueprints.append(slack_blp)
+        blueprints.extend(slack_blueprints())  # new per app: the Events route is at the app's settings path
     try:
         from api.network.http import blp as network_blp
     except ModuleNotFoundError as exc:

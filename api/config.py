@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 from cassandra import ConsistencyLevel
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def env(name: str, default: str) -> str:
@@ -94,3 +97,44 @@ class Settings:
             return out
         raise ValueError(f"CHRONICLE_REPLICATION={self.replication!r}: use SimpleStrategy:N or "
                          "NetworkTopologyStrategy:dc:N")
+
+
+def cache_dir() -> Path:
+    """Where fetched Cassandra distributions live, outside the repository so every checkout reuses them."""
+    base = env("CHRONICLE_CACHE_DIR", "") or os.path.join(
+        env("XDG_CACHE_HOME", "") or os.path.expanduser("~/.cache"), "chronicle"
+    )
+    return Path(base)
+
+
+def state_dir() -> Path:
+    """The one ignored project-local folder holding node configs, data, commit logs, logs and local files."""
+    return Path(env("CHRONICLE_STATE_DIR", "") or PROJECT_ROOT / ".chronicle")
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSettings:
+    """What the Cassandra node manager (api/node/) takes from the environment; read once per command."""
+
+    native_port: int
+    storage_port: int
+    jmx_port: int
+    heap: str
+    heap_new: str
+    cache_dir: Path
+    state_dir: Path
+    # A Maven settings.xml for the fetch (mirrors, proxies, another local repository); empty: Maven's own.
+    maven_settings: str
+
+    @classmethod
+    def from_env(cls) -> NodeSettings:
+        return cls(
+            native_port=int(env("CHRONICLE_CASSANDRA_PORT", "9042")),
+            storage_port=int(env("CHRONICLE_CASSANDRA_STORAGE_PORT", "7000")),
+            jmx_port=int(env("CHRONICLE_CASSANDRA_JMX_PORT", "7199")),
+            heap=env("CHRONICLE_CASSANDRA_HEAP", "1G"),
+            heap_new=env("CHRONICLE_CASSANDRA_HEAP_NEW", "256M"),
+            cache_dir=cache_dir(),
+            state_dir=state_dir(),
+            maven_settings=env("CHRONICLE_MAVEN_SETTINGS", ""),
+        )

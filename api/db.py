@@ -7,22 +7,23 @@ app) each create their own Cluster after the fork.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResponseFuture, Session
-from cassandra.concurrent import execute_concurrent_with_args
+from cassandra.concurrent import execute_concurrent
 from cassandra.policies import (
     ConstantReconnectionPolicy,
     DCAwareRoundRobinPolicy,
     TokenAwarePolicy,
 )
-from cassandra.query import PreparedStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
 from api import metrics
 from api.config import Settings
@@ -36,6 +37,9 @@ except ImportError as exc:  # pragma: no cover - depends on how the driver was b
     ) from exc
 
 _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE)
+_MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
+_PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
+Params = Sequence[Any] | Mapping[str, Any]
 
 
 class Statement:
@@ -48,7 +52,8 @@ class Statement:
                  idempotent: bool = True) -> None:
         self.cql = " ".join(cql.split())
         table = _TABLE_RE.search(self.cql)
-        self.name = name or f"{self.cql.split()[0].upper()} {table.group(1) if table else '?'}"
+        self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
+        self.name = name or f"{self.cql.split()[0].upper()} {self.table or '?'}"
         self.consistency = consistency
         self.idempotent = idempotent
 
@@ -158,18 +163,85 @@ class Database:
         return self.session.execute_async(self.prepared(statement).bind(params),
                                           timeout=self.settings.request_timeout)
 
-    def execute_many(self, statement: Statement, params: Iterable[Sequence[Any] | Mapping[str, Any]], *,
-                     concurrency: int = 100) -> int:
-        """Run one prepared statement for many parameter sets, `concurrency` in flight; raises on failure."""
-        prepared = self.prepared(statement)
-        started = time.perf_counter()
-        results = execute_concurrent_with_args(self.session, prepared, params, concurrency=concurrency,
-                                               raise_on_first_error=True, results_generator=True)
-        count = 0
-        for _ in results:
-            count += 1
-        metrics.CASSANDRA_LATENCY.labels(statement.name + " (batch)").observe(time.perf_counter() - started)
-        return count
+    def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
+                     batch_size: int = 1, progress: Callable[[int], None] | None = None) -> int:
+        """Run many (statement, params) pairs, `concurrency` requests (rows or batches) in flight; returns the
+        number of rows written.
+
+        The one way Chronicle writes many rows: fan-out, bulk loads and multi-table ingest all come here, so
+        every statement is prepared once, measured (latency and errors per statement name) and bounded in
+        flight. `writes` may be a lazy iterator of any length: it is pulled in slices on the calling thread
+        (preparing on the driver's I/O thread would deadlock). With `batch_size` > 1, writes of one statement
+        whose partitions live on the same replica go out as unlogged batches of up to `batch_size` rows, so
+        each batch is one local mutation per partition instead of a coordinator fan-out (about three times
+        cheaper per row for the driver and the node). `progress(n)` is called as rows complete. The first
+        failure stops the sending and is raised (writes already sent may still land); every write Chronicle
+        makes is idempotent, so running the same set again completes it.
+        """
+        iterator = iter(writes)
+        written = 0
+        while True:
+            chunk = list(itertools.islice(iterator, _MANY_SLICE))
+            if not chunk:
+                return written
+            requests = self._many_requests(chunk, batch_size)
+            started = time.perf_counter()
+            names = {id(stmt): stmt.name for stmt, _ in chunk}
+            try:
+                results = execute_concurrent(self.session, [(req, params) for req, params, _n, _s in requests],
+                                             concurrency=max(1, concurrency), raise_on_first_error=True,
+                                             results_generator=True)
+                done = unreported = 0
+                try:
+                    for _result in results:
+                        rows = requests[done][2]
+                        done += 1
+                        written += rows
+                        unreported += rows
+                        if progress is not None and unreported >= _PROGRESS_EVERY:
+                            progress(unreported)
+                            unreported = 0
+                except Exception as exc:
+                    # Results arrive in order: the first one missing is the one that failed.
+                    metrics.CASSANDRA_ERRORS.labels(requests[done][3].name, type(exc).__name__).inc()
+                    raise
+                finally:
+                    if progress is not None and unreported:
+                        progress(unreported)
+            finally:
+                elapsed = time.perf_counter() - started
+                for name in names.values():
+                    metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
+
+    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int
+                       ) -> list[tuple[Any, Any, int, Statement]]:
+        """(request, params, rows, statement) for each write or batch of one slice of `execute_many`."""
+        prepared = {id(stmt): self.prepared(stmt) for stmt, _ in chunk}
+        if batch_size <= 1:
+            return [(prepared[id(stmt)], params, 1, stmt) for stmt, params in chunk]
+        metadata = self.cluster.metadata
+        single_host = len(metadata.all_hosts()) <= 1
+        groups: dict[tuple[int, Any], list[tuple[Statement, Params]]] = {}
+        for stmt, params in chunk:
+            replica = None
+            if not single_host:
+                replicas = metadata.get_replicas(self.keyspace, prepared[id(stmt)].bind(params).routing_key)
+                replica = replicas[0].host_id if replicas else None
+            groups.setdefault((id(stmt), replica), []).append((stmt, params))
+        out: list[tuple[Any, Any, int, Statement]] = []
+        for rows in groups.values():
+            stmt = rows[0][0]
+            ps = prepared[id(stmt)]
+            for i in range(0, len(rows), batch_size):
+                part = rows[i:i + batch_size]
+                if len(part) == 1:
+                    out.append((ps, part[0][1], 1, stmt))
+                    continue
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ps.consistency_level)
+                for _stmt, params in part:
+                    batch.add(ps, params)
+                out.append((batch, None, len(part), stmt))
+        return out
 
     def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
         """Unprepared CQL, for DDL and administration only (product queries use `Statement`)."""

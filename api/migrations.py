@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS {keyspace}.schema_migrations (
 ) WITH comment = 'Q: which schema files are applied (migration runner, /readyz): one partition per scope'
 """
 
+TABLES = frozenset({"schema_migrations"})
 
 LATEST_MIGRATION = Statement(
     "SELECT version, status FROM schema_migrations WHERE scope = ? ORDER BY version DESC LIMIT 1"

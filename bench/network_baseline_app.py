@@ -23,4 +23,5 @@ def twissandra_home(network: str, account_id: int):
     account = accounts.get_account(db, network, account_id)
     ids = [r.post_id for r in db.execute(TWISS_IDS, (account_id,))]
     found = [posts.get_post(db, network, p) for p in ids]  # one read per post
-    return jsonify({"account": account, "posts": [p for p in found if p]})
+    return jsonify({"account": account.to_json() if account else None,
+                    "posts": [p.to_json() for p in found if p]})

@@ -29,18 +29,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import click
+
+from api.cli.common import progress_bars
+from api.config import Settings
+from api.db import Database, Statement, set_db
+from api.migrations import migrate
+from api.network import accounts, actions, cleaning, generator, loader, posts, relations, timelines
+from api.network.relations import PUT_RELATION
+from api.network.settings import NetworkSettings, set_network_settings
+from api.network.values import Post
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import click  # noqa: E402
-
-from api.config import Settings  # noqa: E402
-from api.db import Database, Statement, set_db  # noqa: E402
-from api.migrations import migrate  # noqa: E402
-from api.network import accounts, cleaning, generator, loader, posts, rankings, search, timelines  # noqa: E402
-from api.network.cli import progress_bars  # noqa: E402
-from api.network.relations import PUT_RELATION  # noqa: E402
-from api.network.settings import NetworkSettings, set_network_settings  # noqa: E402
 
 SCALES = {"full": {"accounts": 81_306, "edges": 1_768_149, "posts": 52_542},
           "medium": {"accounts": 8_000, "edges": 150_000, "posts": 5_000}}
@@ -176,23 +176,22 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
     fan = {}
     for author, n in ((AUTHOR_10K, 10_000), (AUTHOR_100K, 100_000)):
         base = SYNTHETIC_FOLLOWER + (0 if n == 10_000 else 1_000_000)
-        db.execute_many(PUT_RELATION, [(network, author, "follower", base + i, f"bench_{base + i}") for i in range(n)],
-                        concurrency=256)
+        db.execute_many(((PUT_RELATION, (network, author, "follower", base + i, f"bench_{base + i}"))
+                         for i in range(n)), concurrency=256)
         if n == 10_000:  # the seed's lookup needs the other direction
-            db.execute_many(PUT_RELATION, [(network, base + i, "follows", author, f"bench_author_{n}")
-                                           for i in range(n)], concurrency=256)
+            db.execute_many(((PUT_RELATION, (network, base + i, "follows", author, f"bench_author_{n}"))
+                             for i in range(n)), concurrency=256)
         db.execute(accounts.PUT_ACCOUNT, (network, author, f"bench_author_{n}", n, 0))
         account = accounts.get_account(db, network, author)
-        post = {"post_id": 0, "author_id": author, "author_username": account["username"], "original_author": None,
-                "posted_at": datetime.now(UTC).replace(microsecond=0), "content": f"bench fan-out to {n}",
-                "language": "en", "country": None, "latitude": None, "longitude": None, "like_count": 0,
-                "share_count": 0}
+        post = Post(post_id=0, author_id=author, author_username=account.username,
+                    posted_at=datetime.now(UTC).replace(microsecond=0), content=f"bench fan-out to {n}",
+                    language="en")
         runs = []
         for attempt in range(2):
-            post = {**post, "post_id": 7_000_000_000_000 + n + attempt}
-            posts.write_post_rows(db, network, post)
+            post = dataclasses.replace(post, post_id=7_000_000_000_000 + n + attempt)
+            actions.write_post(db, network, post)
             t = time.perf_counter()
-            written = timelines.fan_out(db, network, post, author_followers=n, ns=ns)
+            written = actions.fan_out(db, network, post, author_followers=n, ns=ns)
             s = time.perf_counter() - t
             runs.append({"writes": written, "seconds": round(s, 2), "writes_per_s": round(written / s)})
         fan[str(n)] = {"runs": runs, "best_writes_per_s": max(r["writes_per_s"] for r in runs)}
@@ -219,19 +218,19 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
     top = accounts.top_accounts(db, network, 100)
     sample: list[int] = []
     for a in top[:50]:
-        sample.extend(r for r in timelines.followers_of(db, network, a["account_id"])[:4])
+        sample.extend(relations.ids(db, network, a["account_id"], relations.FOLLOWER)[:4])
     sample = list(dict.fromkeys(sample))[:200]
     default_ns = NetworkSettings.from_env()
     set_network_settings(default_ns)
     results["q4_accounts"] = len(sample)
     t = time.perf_counter()
     for a in sample:  # build the caches (first read of each account)
-        timelines.home(db, network, accounts.get_account(db, network, a), "newest", default_ns)
+        actions.home_of(db, network, a, "newest", default_ns)
     results["q4_cache_build_s_per_account"] = round((time.perf_counter() - t) / len(sample), 4)
     # Twissandra timeline: the same posts, ids only.
     for a in sample:
         rows = db.execute(timelines.READ_CACHE, (network, a, 800))
-        db.execute_many(TWISS_PUT, [(a, r.posted_at, r.post_id) for r in rows])
+        db.execute_many((TWISS_PUT, (a, r.posted_at, r.post_id)) for r in rows)
     twiss_ids = db.prepared(TWISS_IDS)
     get_post = db.prepared(posts.GET_POST)
     get_account = db.prepared(accounts.GET_ACCOUNT)
@@ -242,7 +241,7 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
         return [db.session.execute(get_post, (network, p)).one() for p in ids]  # one read per post
 
     def ours(account_id: int, order: str) -> dict:
-        return timelines.home(db, network, accounts.get_account(db, network, account_id), order, default_ns)
+        return actions.home_of(db, network, account_id, order, default_ns)
 
     inproc = {
         "ours_newest": concurrent_latencies(ours, [(a, "newest") for a in sample], 16, q4_seconds / 2),
@@ -263,7 +262,7 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
 
     # 5: Q2 + Q3 -----------------------------------------------------------------------------------------------------
     t = time.perf_counter()
-    snap = rankings.compute(db, network)
+    snap = actions.compute_rankings(db, network)
     results["q2_q3_recompute_s"] = round(time.perf_counter() - t, 2)
     results["q2_top3"] = snap["accounts"][:3]
     say(f"Q2+Q3 in {results['q2_q3_recompute_s']} s")
@@ -352,7 +351,7 @@ def q6_bench(db: Database, network: str, clean: Path) -> dict:
             pid = int(r["post_id"])
             rows.append((network, pid, words_of(r["content"]), counts.get(pid, 0), r["content"]))
     t = time.perf_counter()
-    db.execute_many(SAI_PUT, rows, concurrency=128)
+    db.execute_many(((SAI_PUT, r) for r in rows), concurrency=128)
     load_s = time.perf_counter() - t
     time.sleep(5)  # let the index catch up with the memtable
     queries = [["love"], ["the"], ["tour"], ["love", "tour"], ["happy", "birthday"], ["grammy", "the"]]
@@ -362,7 +361,7 @@ def q6_bench(db: Database, network: str, clean: Path) -> dict:
         lat_index, lat_sai = [], []
         for _ in range(5):
             t = time.perf_counter()
-            got = [p["post_id"] for p in search.search(db, network, q, 25)]
+            got = [p.post_id for p in actions.search_posts(db, network, q, 25)]
             lat_index.append(time.perf_counter() - t)
             t = time.perf_counter()
             stmt, params = (sai_one, (q[0],)) if len(q) == 1 else (sai_two, (q[0], q[1]))

@@ -256,8 +256,7 @@ def main(seconds: int, rate: int, port: int, keyspace: str, workers: int, thread
            "CHRONICLE_THREADS": str(threads)}
     # A fresh keyspace of its own each run: comparable figures, and no stale schema from an earlier run.
     drop = f"DROP KEYSPACE IF EXISTS {keyspace}"
-    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.');"
-                    "from api.config import Settings; from api.db import Database;"
+    subprocess.run([sys.executable, "-c", "from api.config import Settings; from api.db import Database;"
                     f"Database(Settings.from_env(), keyspace='').execute_raw({drop!r}, timeout=120)"],
                    env=env, check=True, cwd=ROOT)
     subprocess.run([sys.executable, str(ROOT / "runtime_scripts/migrate.py")], env=env, check=True, cwd=ROOT)

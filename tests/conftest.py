@@ -5,35 +5,27 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from api.config import Settings  # noqa: E402
-from api.db import Database, set_db  # noqa: E402
-from api.migrations import migrate  # noqa: E402
-from api.node import manager  # noqa: E402
-
-TEST_API_TOKENS = {
-    "token-all": {"workspaces": ["*"], "private": True},
-    "token-t1": {"workspaces": ["T1"], "private": False},
-}
+from api.config import Settings
+from api.db import Database, set_db
+from api.migrations import migrate
+from api.node.config import NodeSpec, local_node_spec
+from api.node.process import start_node
+from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
 
 
 @pytest.fixture(scope="session")
-def cassandra_node() -> manager.NodeSpec:
+def cassandra_node() -> NodeSpec:
     """The local node on 127.0.0.1 (CHRONICLE_CASSANDRA_PORT): reused when it runs, started otherwise."""
-    spec = manager.local_node_spec()
-    manager.start_node(spec)
+    spec = local_node_spec()
+    start_node(spec)
     return spec
 
 
 @pytest.fixture(scope="session")
-def settings(cassandra_node: manager.NodeSpec) -> Settings:
+def settings(cassandra_node: NodeSpec) -> Settings:
     import json
 
     base = Settings.from_env()
@@ -49,7 +41,7 @@ def settings(cassandra_node: manager.NodeSpec) -> Settings:
         slack_signing_secret="shared-test-secret",
         slack_signing_secrets={"T2": "t2-secret"},
         api_tokens=json.dumps(TEST_API_TOKENS),
-        admin_token="test-admin-token",
+        admin_token=ADMIN_TOKEN,
     )
 
 

@@ -12,17 +12,18 @@ from cassandra.concurrent import execute_concurrent_with_args
 from api.config import Settings
 from api.db import Database
 from api.migrations import migrate
-from api.node import manager
+from api.node.config import cluster_specs
+from api.node.process import destroy, start_cluster, stop_node
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    specs = manager.cluster_specs(3)
-    manager.start_cluster(specs)
+    specs = cluster_specs(3)
+    start_cluster(specs)
     yield specs
-    manager.destroy(specs)
+    destroy(specs)
 
 
 def test_quorum_reads_every_row_with_one_node_down(cluster):
@@ -49,7 +50,7 @@ def test_quorum_reads_every_row_with_one_node_down(cluster):
         results = execute_concurrent_with_args(session, insert, list(rows.items()), concurrency=50)
         assert all(ok for ok, _ in results)
 
-        manager.stop_node(cluster[2])
+        stop_node(cluster[2])
         select = session.prepare("SELECT v FROM cluster_test.fault_rows WHERE k = ?")
         select.consistency_level = ConsistencyLevel.QUORUM
         results = execute_concurrent_with_args(session, select, [(k,) for k in rows], concurrency=50,

@@ -194,7 +194,7 @@ def test_every_table_of_the_real_schema_names_its_query(db, settings):
 def test_cqlsh_shows_the_keyspace_and_table_comments(db, settings, cassandra_node):
     """What README tells people to run: cqlsh through the node manager, DESCRIBE showing the comments."""
     result = subprocess.run(
-        [sys.executable, str(CQL_DIR.parent / "runtime_scripts" / "cassandra_node.py"), "cqlsh",
+        [str(Path(sys.executable).with_name("chronicle")), "node", "cqlsh",
          "-e", f"DESCRIBE KEYSPACE {settings.keyspace}"],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "CHRONICLE_CASSANDRA_PORT": str(cassandra_node.native_port)},

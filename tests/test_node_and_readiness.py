@@ -19,19 +19,24 @@ from pathlib import Path
 
 import pytest
 
-from api.config import Settings
+from api.config import Settings, state_dir
 from api.db import Database
 from api.migrations import migrate
-from api.node import manager
+from api.node import fetch as node_fetch
+from api.node.common import NodeError
+from api.node.config import NodeSpec
+from api.node.fetch import CASSANDRA_VERSION, fetch, verify_jars
+from api.node.process import node_status, port_open, read_pid, start_node, stop_node
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, str(ROOT / "runtime_scripts" / "cassandra_node.py")]
+CLI = [str(Path(sys.executable).with_name("chronicle")), "node"]
+SCRIPT = [sys.executable, str(ROOT / "runtime_scripts" / "cassandra_node.py")]  # the old name, still served
 
 
-def _spare_spec() -> manager.NodeSpec:
-    return manager.NodeSpec(
+def _spare_spec() -> NodeSpec:
+    return NodeSpec(
         name="spare", address="127.0.0.10", native_port=9342, storage_port=7400, jmx_port=7410,
-        home=manager.state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
+        home=state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
         seeds=("127.0.0.10",), initial_token=0, heap="512M", heap_new="128M",
     )
 
@@ -40,7 +45,7 @@ def _spare_spec() -> manager.NodeSpec:
 def spare():
     spec = _spare_spec()
     yield spec
-    manager.stop_node(spec)
+    stop_node(spec)
 
 
 def _free_port() -> int:
@@ -58,17 +63,17 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, dict]:
 
 
 def test_start_status_reuse_stop_and_restart_keep_data(spare):
-    version = manager.start_node(spare)
+    version = start_node(spare)
     assert version.startswith("5.0.")
-    status = manager.node_status(spare)
+    status = node_status(spare)
     assert status.state == "UP" and status.release_version == version
     pid = status.pid
     assert pid and Path(f"/proc/{pid}").exists()
 
     # A second start reuses the running node rather than starting another.
     messages: list[str] = []
-    manager.start_node(spare, log=messages.append)
-    assert manager.read_pid(spare) == pid
+    start_node(spare, log=messages.append)
+    assert read_pid(spare) == pid
     assert any("already running" in m for m in messages)
 
     settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
@@ -80,13 +85,13 @@ def test_start_status_reuse_stop_and_restart_keep_data(spare):
     db.execute_raw("INSERT INTO keep.t (k, v) VALUES (1, 'survives restarts')")
     db.close()
 
-    assert manager.stop_node(spare) is True
-    status = manager.node_status(spare)
+    assert stop_node(spare) is True
+    status = node_status(spare)
     assert status.state == "DOWN" and status.pid is None
-    assert not manager.port_open(spare.address, spare.native_port)
-    assert manager.stop_node(spare) is False  # stopping a stopped node is harmless
+    assert not port_open(spare.address, spare.native_port)
+    assert stop_node(spare) is False  # stopping a stopped node is harmless
 
-    manager.start_node(spare)
+    start_node(spare)
     db = Database(settings, keyspace="")
     try:
         assert db.execute_raw("SELECT v FROM keep.t WHERE k = 1").one().v == "survives restarts"
@@ -95,7 +100,7 @@ def test_start_status_reuse_stop_and_restart_keep_data(spare):
 
 
 def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
-    manager.start_node(spare)
+    start_node(spare)
     keyspace = f"ready_{os.getpid()}"
     settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
                                    cassandra_port=spare.native_port, keyspace=keyspace, request_timeout=60.0)
@@ -135,7 +140,7 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
                     if line.startswith('chronicle_http_requests_total{endpoint="/healthz"'))
         assert total >= 11
 
-        manager.stop_node(spare)
+        stop_node(spare)
         for _ in range(6):  # every worker answers, each within 2 s, with a reason
             started = time.monotonic()
             code, body = _get(base + "/readyz", timeout=5)
@@ -144,7 +149,7 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
             assert elapsed < 2.0, f"/readyz took {elapsed:.2f} s with the node down"
             assert "Cassandra unreachable" in body["reason"]
 
-        manager.start_node(spare)
+        start_node(spare)
         deadline = time.monotonic() + 30
         ready = 0
         while ready < 6 and time.monotonic() < deadline:  # several 200s in a row: all workers are back
@@ -156,14 +161,14 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
-        if manager.node_status(spare).cql_answers:
+        if node_status(spare).cql_answers:
             admin = Database(settings, keyspace="")
             admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
             admin.close()
 
 
-def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=300)
+def _run_cli(args: list[str], env: dict[str, str], cli: list[str] = CLI) -> subprocess.CompletedProcess:
+    return subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_missing_java_is_reported_with_a_fix(tmp_path):
@@ -181,7 +186,7 @@ def test_missing_maven_is_reported_when_cassandra_must_be_fetched(tmp_path):
     only_java.mkdir()
     (only_java / "java").symlink_to(shutil.which("java"))
     env = {**os.environ, "PATH": str(only_java), "CHRONICLE_CACHE_DIR": str(tmp_path / "cache")}
-    result = _run_cli(["fetch"], env)
+    result = _run_cli(["fetch"], env, cli=SCRIPT)
     assert result.returncode == 3
     assert "'mvn' was not found on PATH" in result.stderr
 
@@ -197,7 +202,7 @@ def test_failed_download_is_reported(tmp_path):
     result = _run_cli(["fetch"], env)
     assert result.returncode == 3
     assert "Maven could not download Cassandra" in result.stderr
-    assert not (tmp_path / "cache" / f"cassandra-{manager.CASSANDRA_VERSION}" / ".verified").exists()
+    assert not (tmp_path / "cache" / f"cassandra-{CASSANDRA_VERSION}" / ".verified").exists()
 
 
 def test_port_in_use_is_reported(tmp_path):
@@ -213,31 +218,31 @@ def test_port_in_use_is_reported(tmp_path):
 
 def test_full_disk_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("CHRONICLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(manager.shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**9, 10**9 - 1024, 1024))
-    with pytest.raises(manager.NodeError, match="not enough disk space to fetch Cassandra"):
-        manager.fetch()
+    monkeypatch.setattr(node_fetch.shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10**9, 10**9 - 1024, 1024))
+    with pytest.raises(NodeError, match="not enough disk space to fetch Cassandra"):
+        fetch()
 
 
 def test_tampered_jar_fails_verification(tmp_path):
-    lib = manager.fetch()
+    lib = fetch()
     copy = tmp_path / "lib"
     shutil.copytree(lib, copy)
-    manager.verify_jars(copy)  # the pristine copy passes
+    verify_jars(copy)  # the pristine copy passes
     victim = copy / "jbcrypt-0.4.jar"
     victim.write_bytes(victim.read_bytes() + b"tampered")
-    with pytest.raises(manager.NodeError, match="checksum mismatch for jbcrypt-0.4.jar"):
-        manager.verify_jars(copy)
+    with pytest.raises(NodeError, match="checksum mismatch for jbcrypt-0.4.jar"):
+        verify_jars(copy)
     victim.unlink()
-    with pytest.raises(manager.NodeError, match="missing \\['jbcrypt-0.4.jar'\\]"):
-        manager.verify_jars(copy)
+    with pytest.raises(NodeError, match="missing \\['jbcrypt-0.4.jar'\\]"):
+        verify_jars(copy)
 
 
 def test_a_node_that_cannot_start_prints_its_log_tail(tmp_path, monkeypatch):
     monkeypatch.setenv("CHRONICLE_STATE_DIR", str(tmp_path / "state"))
     bad = dataclasses.replace(_spare_spec(), name="bad", address="127.0.0.11", home=tmp_path / "bad",
                               heap="128M", heap_new="512M")  # young generation larger than the heap
-    with pytest.raises(manager.NodeError) as info:
-        manager.start_node(bad, timeout=60)
+    with pytest.raises(NodeError) as info:
+        start_node(bad, timeout=60)
     text = str(info.value)
     assert "exited during start-up" in text
     assert "stdout.log" in text and "last" in text

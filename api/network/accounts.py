@@ -1,5 +1,5 @@
 """Accounts and their counts: network_accounts (one row per account), accounts_by_follower_count (Q2 and the
-hybrid threshold) and celebrity_accounts (the accounts merged at read time).
+hybrid threshold) and celebrity_accounts (the accounts merged into home pages at read time).
 
 Counts are plain ints derived from the relation rows (counted when loading, re-counted from the relation
 partition after a follow/unfollow), never counters: re-running a loader or retrying a request cannot
@@ -8,13 +8,18 @@ double-count.
 
 from __future__ import annotations
 
-import heapq
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
-from api.db import Database, Statement
+from cassandra.cluster import ResponseFuture
+
+from api.db import Database, Params, Statement
 from api.network.common import BUCKETS, bucket_of, to_utc
 from api.network.settings import NetworkSettings
+from api.network.values import Account
+
+TABLES = frozenset({"network_accounts", "accounts_by_follower_count", "celebrity_accounts"})
 
 GET_ACCOUNT = Statement(
     "SELECT account_id, username, follower_count, follows_count FROM network_accounts "
@@ -48,42 +53,69 @@ SET_CELEBRITY_THRESHOLD = Statement(
 CLEAR_CELEBRITIES = Statement("DELETE FROM celebrity_accounts WHERE network = ?")
 
 
-def get_account(db: Database, network: str, account_id: int) -> dict[str, Any] | None:
-    row = db.execute(GET_ACCOUNT, (network, account_id)).one()
-    if row is None:
-        return None
-    return {"account_id": row.account_id, "username": row.username,
-            "follower_count": row.follower_count or 0, "follows_count": row.follows_count or 0}
+@dataclasses.dataclass(frozen=True)
+class Celebrities:
+    """The accounts merged at read time (id -> follower count), for which threshold, built since when."""
+
+    accounts: dict[int, int]
+    threshold: int | None
+    since: datetime | None
+
+    def is_for(self, ns: NetworkSettings) -> bool:
+        """Built for the threshold in force (a stored set for another threshold must be rebuilt first)."""
+        return self.threshold == threshold_of(ns) and self.since is not None
 
 
-def account_row_params(network: str, account_id: int, username: str, followers: int, follows: int
-                       ) -> tuple[tuple, tuple]:
-    """(network_accounts params, accounts_by_follower_count params) of one account, for the loader."""
-    return ((network, account_id, username, followers, follows),
-            (network, bucket_of(account_id), followers, account_id, username))
+def threshold_of(ns: NetworkSettings) -> int:
+    return ns.hybrid_threshold if ns.hybrid else 0
 
 
-def set_follower_count(db: Database, ns: NetworkSettings, network: str, account: dict[str, Any],
-                       new_count: int) -> None:
-    """Move an account to its new follower count in every table that holds it (no-op if unchanged)."""
-    old = account["follower_count"]
+# -- one account -----------------------------------------------------------------------------------------------
+def start_get_account(db: Database, network: str, account_id: int) -> ResponseFuture:
+    """Send the read of one account; `account_from` turns its result into an Account (or None)."""
+    return db.execute_async(GET_ACCOUNT, (network, account_id))
+
+
+def account_from(future: ResponseFuture) -> Account | None:
+    row = future.result().one()
+    return Account.from_row(row) if row is not None else None
+
+
+def get_account(db: Database, network: str, account_id: int) -> Account | None:
+    return account_from(start_get_account(db, network, account_id))
+
+
+def account_writes(network: str, account: Account) -> list[tuple[Statement, Params]]:
+    """The rows of one account as (statement, params) pairs: the loader's bulk path."""
+    return [(PUT_ACCOUNT, (network, account.account_id, account.username, account.follower_count,
+                           account.follows_count)),
+            (PUT_RANKED, (network, bucket_of(account.account_id), account.follower_count, account.account_id,
+                          account.username))]
+
+
+def set_follower_count(db: Database, ns: NetworkSettings, network: str, account: Account, new_count: int
+                       ) -> Account:
+    """Move an account to its new follower count in every table that holds it; returns the updated account."""
+    old = account.follower_count
     if new_count == old:
-        return
-    aid = account["account_id"]
-    db.execute(PUT_RANKED, (network, bucket_of(aid), new_count, aid, account["username"]))
+        return account
+    aid = account.account_id
+    db.execute(PUT_RANKED, (network, bucket_of(aid), new_count, aid, account.username))
     db.execute(DELETE_RANKED, (network, bucket_of(aid), old, aid))
     if ns.is_celebrity(new_count):
         db.execute(PUT_CELEBRITY, (network, aid, new_count))
     elif ns.is_celebrity(old):
         db.execute(DELETE_CELEBRITY, (network, aid))
     db.execute(SET_FOLLOWER_COUNT, (new_count, network, aid))
-    account["follower_count"] = new_count
+    return dataclasses.replace(account, follower_count=new_count)
 
 
-def set_follows_count(db: Database, network: str, account_id: int, new_count: int) -> None:
-    db.execute(SET_FOLLOWS_COUNT, (new_count, network, account_id))
+def set_follows_count(db: Database, network: str, account: Account, new_count: int) -> Account:
+    db.execute(SET_FOLLOWS_COUNT, (new_count, network, account.account_id))
+    return dataclasses.replace(account, follows_count=new_count)
 
 
+# -- Q2 --------------------------------------------------------------------------------------------------------
 def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str, Any]]:
     """Q2: the `limit` accounts with the most followers (ties: lower id first), merged from the buckets.
 
@@ -97,9 +129,9 @@ def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str,
     seen: set[int] = set()
     for start in range(0, len(rows), limit):
         chunk = [r for r in rows[start:start + limit] if r.account_id not in seen]
-        checks = [db.execute_async(GET_ACCOUNT, (network, r.account_id)) for r in chunk]
+        checks = [start_get_account(db, network, r.account_id) for r in chunk]
         for r, f in zip(chunk, checks, strict=True):
-            real = f.result().one()
+            real = account_from(f)
             if real is not None and real.follower_count == r.follower_count:
                 seen.add(r.account_id)
                 out.append({"account_id": r.account_id, "username": r.username,
@@ -109,39 +141,44 @@ def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str,
     return out[:limit]
 
 
-def celebrities(db: Database, ns: NetworkSettings, network: str) -> dict[int, int]:
-    """Accounts at or above the hybrid threshold -> follower count; rebuilt when the threshold changed."""
-    return celebrity_state(db, ns, network)[0]
+# -- celebrities -----------------------------------------------------------------------------------------------
+def start_celebrities(db: Database, network: str) -> ResponseFuture:
+    """Send the read of the celebrity set; `celebrities_from` turns its result into Celebrities."""
+    return db.execute_async(CELEBRITIES, (network,))
 
 
-def celebrity_state(db: Database, ns: NetworkSettings, network: str, pending: Any = None
-                    ) -> tuple[dict[int, int], datetime]:
-    """(celebrities, since when the threshold in force applies). Home caches built before `since` were built
-    for another threshold and are rebuilt. `pending`: the CELEBRITIES read, already sent by the caller."""
-    rows = list(pending.result() if pending is not None else db.execute(CELEBRITIES, (network,)))
-    stored = rows[0].threshold if rows else None
-    if stored != (ns.hybrid_threshold if ns.hybrid else 0) or rows[0].threshold_since is None:
-        return rebuild_celebrities(db, ns, network)
-    return ({r.account_id: r.follower_count for r in rows if r.account_id is not None},
-            to_utc(rows[0].threshold_since))
+def celebrities_from(future: ResponseFuture) -> Celebrities:
+    rows = list(future.result())
+    if not rows:
+        return Celebrities({}, None, None)
+    since = rows[0].threshold_since
+    return Celebrities({r.account_id: r.follower_count for r in rows if r.account_id is not None},
+                       rows[0].threshold, to_utc(since) if since is not None else None)
 
 
-def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> tuple[dict[int, int], datetime]:
-    """Refill celebrity_accounts from accounts_by_follower_count (16 bounded slices, no scan)."""
+def celebrities(db: Database, network: str) -> Celebrities:
+    """The stored celebrity set, as it is (a lookup: it never writes)."""
+    return celebrities_from(start_celebrities(db, network))
+
+
+def celebrities_above(db: Database, ns: NetworkSettings, network: str) -> dict[int, int]:
+    """Accounts at or above the hybrid threshold -> follower count, from the ranked buckets (no write)."""
     found: dict[int, int] = {}
     if ns.hybrid:
         futures = [db.execute_async(ABOVE_IN_BUCKET, (network, b, ns.hybrid_threshold)) for b in range(BUCKETS)]
         for f in futures:
             for r in f.result():
                 found[r.account_id] = max(found.get(r.account_id, 0), r.follower_count)
+    return found
+
+
+def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> Celebrities:
+    """Refill celebrity_accounts for the threshold in force from accounts_by_follower_count (16 bounded
+    slices, no scan). Home caches built before the returned `since` were built for another threshold."""
+    found = celebrities_above(db, ns, network)
     now = datetime.now(UTC)
     since = now.replace(microsecond=now.microsecond // 1000 * 1000)  # Cassandra keeps milliseconds
     db.execute(CLEAR_CELEBRITIES, (network,))
-    db.execute_many(PUT_CELEBRITY, [(network, a, c) for a, c in found.items()])
-    db.execute(SET_CELEBRITY_THRESHOLD, (ns.hybrid_threshold if ns.hybrid else 0, since, network))
-    return found, since
-
-
-def heaviest(items: dict[int, int], limit: int) -> list[tuple[int, int]]:
-    """(id, count) pairs with the highest counts, ties by lower id."""
-    return heapq.nsmallest(limit, items.items(), key=lambda kv: (-kv[1], kv[0]))
+    db.execute_many((PUT_CELEBRITY, (network, a, c)) for a, c in found.items())
+    db.execute(SET_CELEBRITY_THRESHOLD, (threshold_of(ns), since, network))
+    return Celebrities(found, threshold_of(ns), since)

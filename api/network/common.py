@@ -1,16 +1,13 @@
-"""Small shared rules of the network feature: words, month buckets, ids, usernames, signed cursors."""
+"""Small shared rules of the network feature: words, month buckets, ids, usernames, ranking order."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
-import json
+import heapq
 import os
 import re
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 BUCKETS = 16  # accounts_by_follower_count partitions per network: ~5k rows each at 81k accounts
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -75,21 +72,6 @@ def _base36(n: int) -> str:
             return out
 
 
-def sign_cursor(secret: bytes, payload: dict[str, Any]) -> str:
-    """Opaque, tamper-proof cursor: base64url(json) + '.' + HMAC-SHA256 (truncated)."""
-    body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).rstrip(b"=")
-    mac = hmac.new(secret, body, hashlib.sha256).digest()[:16]
-    return body.decode() + "." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
-
-
-def read_cursor(secret: bytes, cursor: str) -> dict[str, Any] | None:
-    """The cursor's payload, or None if it was not made by us."""
-    try:
-        body, _, mac = cursor.partition(".")
-        expected = hmac.new(secret, body.encode(), hashlib.sha256).digest()[:16]
-        given = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
-        if not hmac.compare_digest(expected, given):
-            return None
-        return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except (ValueError, TypeError):
-        return None
+def heaviest(items: dict[int, int], limit: int) -> list[tuple[int, int]]:
+    """(id, count) pairs with the highest counts, ties by lower id."""
+    return heapq.nsmallest(limit, items.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -12,25 +12,20 @@ import collections
 import csv
 import multiprocessing
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-from cassandra.concurrent import execute_concurrent
-from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from api.config import Settings
-from api.db import Database, Statement
-from api.network import accounts, posts, relations
-from api.network.common import month_of, parse_iso
+from api.db import Database, Params, Statement
+from api.network import accounts, likes, posts, relations, search
+from api.network.common import parse_iso
 from api.network.settings import network_settings
+from api.network.values import Account, Post
 
 Progress = Callable[[int], None]
-PUT_LIKE_BY_POST = Statement("INSERT INTO likes_by_post (network, post_id, user_id) VALUES (?, ?, ?)")
-PUT_LIKE_BY_USER = Statement("INSERT INTO likes_by_user (network, user_id, post_id) VALUES (?, ?, ?)")
 KINDS = ("accounts", "relations", "posts", "likes")
-STATEMENTS = (accounts.PUT_ACCOUNT, accounts.PUT_RANKED, relations.PUT_RELATION, posts.PUT_POST_BY_ID,
-              posts.PUT_POST_BY_AUTHOR, posts.PUT_POST_MONTH, posts.PUT_WORD, PUT_LIKE_BY_POST, PUT_LIKE_BY_USER)
+RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
+Writes = Iterator[tuple[Statement, Params]]
 
 
 def _noop(_n: int) -> None:
@@ -51,75 +46,19 @@ def count_rows(path: Path) -> int:
         return max(0, sum(1 for _ in csv.reader(handle)) - 1)
 
 
-def run_writes(db: Database, writes: Iterable[tuple[Statement, Any]], *, concurrency: int = 128,
-               progress: Progress = _noop, every: int = 500) -> int:
-    """Execute (statement, params) pairs with `concurrency` in flight; progress(n) every `every` writes."""
-    # Prepared here, on this thread: the generator below is also pulled on the driver's I/O thread, where a
-    # blocking prepare would deadlock.
-    prepared = {id(stmt): db.prepared(stmt) for stmt in STATEMENTS}
-    rows = [0]
-
-    def pairs() -> Iterator[tuple]:
-        for stmt, params in writes:
-            ps = prepared[id(stmt)]
-            if isinstance(params, Rows):
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ps.consistency_level)
-                for p in params:
-                    batch.add(ps, p)
-                rows[0] += len(params)
-                yield batch, None
-            else:
-                rows[0] += 1
-                yield ps, params
-
-    reported = 0
-    for _ in execute_concurrent(db.session, pairs(), concurrency=concurrency, raise_on_first_error=True,
-                                results_generator=True):
-        if rows[0] - reported >= every:
-            progress(rows[0] - reported)
-            reported = rows[0]
-    progress(rows[0] - reported)
-    return rows[0]
-
-
-def _u(value: str) -> Any:
-    return value if value != "" else UNSET_VALUE
-
-
-def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Iterator[tuple]:
+def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
     for account_id, username, followers, follows in _rows(path, worker, workers):
-        by_id, ranked = accounts.account_row_params(network, int(account_id), username, int(followers),
-                                                    int(follows))
-        yield accounts.PUT_ACCOUNT, by_id
-        yield accounts.PUT_RANKED, ranked
+        yield from accounts.account_writes(network, Account(int(account_id), username, int(followers),
+                                                            int(follows)))
 
 
-class Rows(list):
-    """Parameter sets of one partition, written as one unlogged single-partition batch."""
-
-
-RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
-
-
-def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Iterator[tuple]:
-    """relations.csv is grouped by partition: consecutive rows of one (account, rel_type) go out as a batch.
-    Workers split the file by partition, not by row, so a group stays whole."""
-    group: Rows = Rows()
-    key = None
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        next(reader, None)
-        for account_id, _name, rel_type, target_id, target_name in reader:
-            account = int(account_id)
-            if (account + len(rel_type)) % workers != worker:
-                continue
-            if (account, rel_type) != key or len(group) >= RELATION_BATCH:
-                if group:
-                    yield relations.PUT_RELATION, group
-                group, key = Rows(), (account, rel_type)
-            group.append((network, account, rel_type, int(target_id), target_name))
-    if group:
-        yield relations.PUT_RELATION, group
+def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+    """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
+    (they go out in unlogged batches of RELATION_BATCH)."""
+    for account_id, _name, rel_type, target_id, target_name in _rows(path):
+        account = int(account_id)
+        if (account + len(rel_type)) % workers == worker:
+            yield relations.relation_write(network, account, rel_type, int(target_id), target_name)
 
 
 def like_counts(likes_path: Path | None) -> dict[int, int]:
@@ -130,29 +69,22 @@ def like_counts(likes_path: Path | None) -> dict[int, int]:
     return dict(counts)
 
 
-def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1
-                ) -> Iterator[tuple]:
+def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1) -> Writes:
     for row in _rows(path, worker, workers):
         (post_id, author_id, author_username, original_author, _orig_id, posted_at, content, language, country,
          lat, lon, _orig_likes, shares) = row
-        post = {"post_id": int(post_id), "author_id": int(author_id), "author_username": author_username,
-                "original_author": original_author or None, "posted_at": parse_iso(posted_at),
-                "content": content, "language": language or None, "country": country or None,
-                "latitude": float(lat) if lat else None, "longitude": float(lon) if lon else None,
-                "like_count": counts.get(int(post_id), 0), "share_count": int(shares or 0)}
-        params = {k: v for k, v in post.items() if v is not None}
-        params["network"] = network
-        yield posts.PUT_POST_BY_ID, params
-        yield posts.PUT_POST_BY_AUTHOR, {**params, "month": month_of(post["posted_at"])}
-        yield posts.PUT_POST_MONTH, (network, post["author_id"], month_of(post["posted_at"]))
-        for word_params in posts.word_rows(network, post):
-            yield posts.PUT_WORD, tuple(UNSET_VALUE if v is None else v for v in word_params)
+        post = Post(post_id=int(post_id), author_id=int(author_id), posted_at=parse_iso(posted_at),
+                    author_username=author_username, original_author=original_author or None, content=content,
+                    language=language or None, country=country or None, latitude=float(lat) if lat else None,
+                    longitude=float(lon) if lon else None, like_count=counts.get(int(post_id), 0),
+                    share_count=int(shares or 0))
+        yield from posts.post_writes(network, post)
+        yield from search.word_writes(network, post)
 
 
-def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Iterator[tuple]:
+def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
     for post_id, user_id in _rows(path, worker, workers):
-        yield PUT_LIKE_BY_POST, (network, int(post_id), int(user_id))
-        yield PUT_LIKE_BY_USER, (network, int(user_id), int(post_id))
+        yield from likes.like_writes(network, int(post_id), int(user_id))
 
 
 def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = None, worker: int = 0,
@@ -168,11 +100,15 @@ def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = No
     raise ValueError(kind)
 
 
+def _write(db: Database, kind: str, writes: Writes, concurrency: int, progress: Progress) -> int:
+    batch_size = RELATION_BATCH if kind == "relations" else 1
+    return db.execute_many(writes, concurrency=concurrency, batch_size=batch_size, progress=progress)
+
+
 def load(db: Database, kind: str, network: str, path: Path, *, likes_path: Path | None = None,
          progress: Progress = _noop, concurrency: int = 128) -> int:
     """Load one cleaned file in this process; returns the number of rows written (all tables)."""
-    written = run_writes(db, writes_for(kind, network, path, likes_path), concurrency=concurrency,
-                         progress=progress)
+    written = _write(db, kind, writes_for(kind, network, path, likes_path), concurrency, progress)
     if kind == "accounts":
         accounts.rebuild_celebrities(db, network_settings(), network)
     return written
@@ -182,8 +118,8 @@ def _worker(args: tuple) -> int:
     settings, kind, network, path, likes_path, worker, workers, concurrency, queue = args
     db = Database(settings)
     try:
-        return run_writes(db, writes_for(kind, network, path, likes_path, worker, workers),
-                          concurrency=concurrency, progress=queue.put)
+        return _write(db, kind, writes_for(kind, network, path, likes_path, worker, workers), concurrency,
+                      queue.put)
     finally:
         db.close()
 
@@ -223,6 +159,3 @@ def load_network(db: Database, network: str, directory: Path, *, progress_factor
         out[kind] = load(db, kind, network, path, likes_path=directory / "likes.csv", progress=progress,
                          concurrency=concurrency)
     return out
-
-
-

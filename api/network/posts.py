@@ -1,16 +1,18 @@
-"""Posts: posts_by_author (Q1, one partition per author and month), post_months_by_author, posts_by_id and
-the Q6 word index posts_by_word; writing and deleting a post keeps all of them, the likes and the home
-caches consistent.
-"""
+"""Posts: posts_by_author (Q1, one partition per author and month), post_months_by_author (which months hold
+posts of an author) and posts_by_id (one post, and the authoritative like count)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
-from api.db import Database, Statement, without_none
-from api.network.common import month_of, new_post_id, to_utc, words_of
+from cassandra.cluster import ResponseFuture
+
+from api.db import Database, Params, Statement, without_none
+from api.network.common import month_of
+from api.network.values import Post
+
+TABLES = frozenset({"posts_by_author", "post_months_by_author", "posts_by_id"})
 
 _POST_COLS = ("author_username, original_author, content, language, country, latitude, longitude, like_count, "
               "share_count")
@@ -27,13 +29,10 @@ PUT_POST_BY_ID = Statement(
     "content, language, country, latitude, longitude, like_count, share_count) VALUES "
     "(:network, :post_id, :author_id, :posted_at, :author_username, :original_author, :content, :language, "
     ":country, :latitude, :longitude, :like_count, :share_count)")
-PUT_WORD = Statement(
-    "INSERT INTO posts_by_word (network, word, like_count, post_id, author_id, author_username, posted_at, "
-    "content) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-DELETE_WORD = Statement(
-    "DELETE FROM posts_by_word WHERE network = ? AND word = ? AND like_count = ? AND post_id = ?")
 GET_POST = Statement(
     f"SELECT post_id, author_id, posted_at, {_POST_COLS} FROM posts_by_id WHERE network = ? AND post_id = ?")
+GET_LIKES = Statement("SELECT like_count FROM posts_by_id WHERE network = ? AND post_id = ?",
+                      name="SELECT posts_by_id (like_count)")
 DELETE_POST_BY_ID = Statement("DELETE FROM posts_by_id WHERE network = ? AND post_id = ?")
 DELETE_POST_BY_AUTHOR = Statement(
     "DELETE FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ? AND posted_at = ? "
@@ -50,46 +49,35 @@ POSTS_OF_MONTH_BEFORE = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? AND (posted_at, post_id) < (?, ?) LIMIT ?")
 
-
-def post_dict(row: Any, author_id: int | None = None) -> dict[str, Any]:
-    return {
-        "post_id": row.post_id,
-        "author_id": author_id if author_id is not None else row.author_id,
-        "author_username": row.author_username,
-        "original_author": row.original_author,
-        "posted_at": to_utc(row.posted_at),
-        "content": row.content,
-        "language": row.language,
-        "country": row.country,
-        "latitude": row.latitude,
-        "longitude": row.longitude,
-        "like_count": row.like_count or 0,
-        "share_count": row.share_count or 0,
-    }
+Position = tuple[str, datetime, int]  # (month, posted_at, post_id) of the last post of a Q1 page
 
 
-def write_post_rows(db: Database, network: str, post: dict[str, Any]) -> None:
-    """Write one post into posts_by_id, posts_by_author, its month index and the word index (idempotent)."""
-    params = without_none({**post, "network": network, "month": month_of(post["posted_at"])})
-    futures = [
-        db.execute_async(PUT_POST_BY_AUTHOR, params),
-        db.execute_async(PUT_POST_MONTH, (network, post["author_id"], params["month"])),
-        db.execute_async(PUT_POST_BY_ID, {k: v for k, v in params.items() if k != "month"}),
-    ]
-    futures += [db.execute_async(PUT_WORD, p) for p in word_rows(network, post)]
-    for f in futures:
-        f.result()
+def post_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:
+    """The rows of one post as (statement, params) pairs, absent fields left unset (no tombstones)."""
+    fields = without_none(post.to_json() | {"posted_at": post.posted_at, "network": network})
+    month = month_of(post.posted_at)
+    return [(PUT_POST_BY_ID, fields), (PUT_POST_BY_AUTHOR, {**fields, "month": month}),
+            (PUT_POST_MONTH, (network, post.author_id, month))]
 
 
-def word_rows(network: str, post: dict[str, Any]) -> Iterator[tuple]:
-    for word in sorted(words_of(post.get("content"))):
-        yield (network, word, post.get("like_count") or 0, post["post_id"], post["author_id"],
-               post.get("author_username"), post["posted_at"], post.get("content"))
+def start_get_post(db: Database, network: str, post_id: int) -> ResponseFuture:
+    return db.execute_async(GET_POST, (network, post_id))
 
 
-def get_post(db: Database, network: str, post_id: int) -> dict[str, Any] | None:
-    row = db.execute(GET_POST, (network, post_id)).one()
-    return post_dict(row) if row is not None else None
+def get_post(db: Database, network: str, post_id: int) -> Post | None:
+    row = start_get_post(db, network, post_id).result().one()
+    return Post.from_row(row) if row is not None else None
+
+
+def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int, int]:
+    """The authoritative like count of each post that exists (read concurrently); deleted posts are absent."""
+    futures = {p: db.execute_async(GET_LIKES, (network, p)) for p in dict.fromkeys(post_ids)}
+    out = {}
+    for post_id, future in futures.items():
+        row = future.result().one()
+        if row is not None:
+            out[post_id] = row.like_count or 0
+    return out
 
 
 def author_months(db: Database, network: str, author_id: int) -> list[str]:
@@ -97,14 +85,14 @@ def author_months(db: Database, network: str, author_id: int) -> list[str]:
 
 
 def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
-                    before: tuple[str, datetime, int] | None = None) -> list[dict[str, Any]]:
+                    before: Position | None = None) -> list[Post]:
     """Q1: up to `limit` posts of an author, newest first, optionally strictly before (month, time, id).
 
     Month partitions are read newest first, a few at a time concurrently (a sparse author has a handful of
     posts per month), until `limit` posts are in hand.
     """
     months = [m for m in author_months(db, network, author_id) if before is None or m <= before[0]]
-    out: list[dict[str, Any]] = []
+    out: list[Post] = []
     batch = 2
     i = 0
     while i < len(months) and len(out) < limit:
@@ -117,56 +105,53 @@ def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
             else:
                 futures.append(db.execute_async(POSTS_OF_MONTH, (network, author_id, month, limit)))
         for f in futures:
-            out.extend(post_dict(r, author_id) for r in f.result())
+            out.extend(Post.from_row(r, author_id) for r in f.result())
         i += len(chunk)
         batch = min(batch * 2, 16)
     return out[:limit]
 
 
-def create_post(db: Database, network: str, author: dict[str, Any], content: str, *,
-                posted_at: datetime | None = None, language: str | None = None, country: str | None = None,
-                latitude: float | None = None, longitude: float | None = None, post_id: int | None = None
-                ) -> tuple[dict[str, Any], int]:
-    """Q5: write a post, then fan it out to its author's followers' home caches. Returns (post, fanned out)."""
-    from api.network import timelines
-
-    post = {
-        "post_id": post_id or new_post_id(), "author_id": author["account_id"],
-        "author_username": author["username"], "original_author": None,
-        "posted_at": to_utc(posted_at or datetime.now().astimezone()).replace(microsecond=0),
-        "content": content, "language": language, "country": country, "latitude": latitude,
-        "longitude": longitude, "like_count": 0, "share_count": 0,
-    }
-    # Millisecond precision is what Cassandra stores: keep the returned post identical to the stored one.
-    post["posted_at"] = post["posted_at"].replace(microsecond=(post["posted_at"].microsecond // 1000) * 1000)
-    write_post_rows(db, network, post)
-    fanned = timelines.fan_out(db, network, post, author_followers=author["follower_count"])
-    return post, fanned
+def position_of(post: Post) -> Position:
+    return month_of(post.posted_at), post.posted_at, post.post_id
 
 
-def delete_post(db: Database, network: str, post: dict[str, Any]) -> int:
-    """Remove a post from every timeline, the word index, the likes and the post tables (posts_by_id last,
-    so a retried delete still finds it). Returns the number of home caches it was removed from."""
-    from api.network import likes, timelines
+def newest_posts_of(db: Database, network: str, authors: list[int], cap: int) -> tuple[list[Post], bool]:
+    """The newest `cap` posts (plus any tied with the last one) over several authors, and whether that is
+    all of their posts. Month buckets are read newest month first, all authors of a month concurrently, and
+    reading stops once `cap` posts are in hand: older months hold only older posts."""
+    month_futures = [(a, db.execute_async(POST_MONTHS, (network, a))) for a in authors]
+    by_month: dict[str, list[int]] = {}
+    for author, future in month_futures:
+        for row in future.result():
+            by_month.setdefault(row.month, []).append(author)
+    collected: list[Post] = []
+    months = sorted(by_month, reverse=True)
+    complete = True
+    for i, month in enumerate(months):
+        futures = [(a, db.execute_async(POSTS_OF_MONTH, (network, a, month, 100_000))) for a in by_month[month]]
+        for author, future in futures:
+            collected.extend(Post.from_row(r, author) for r in future.result())
+        if len(collected) >= cap and i + 1 < len(months):
+            complete = False
+            break
+    collected.sort(key=lambda p: (p.posted_at, p.post_id), reverse=True)
+    if len(collected) > cap:
+        complete = False
+        last = collected[cap - 1].posted_at
+        collected = [p for p in collected if p.posted_at >= last]
+    return collected, complete
 
-    removed = timelines.remove_from_caches(db, network, post)
-    for word in words_of(post.get("content")):
-        db.execute(DELETE_WORD, (network, word, post["like_count"], post["post_id"]))
-    likes.delete_likes_of_post(db, network, post["post_id"])
-    db.execute(DELETE_POST_BY_AUTHOR, (network, post["author_id"], month_of(post["posted_at"]),
-                                       post["posted_at"], post["post_id"]))
-    db.execute(DELETE_POST_BY_ID, (network, post["post_id"]))
-    return removed
+
+def delete_post_rows(db: Database, network: str, post: Post) -> None:
+    """posts_by_author first, posts_by_id last: a retried delete still finds the post by id."""
+    db.execute(DELETE_POST_BY_AUTHOR, (network, post.author_id, month_of(post.posted_at), post.posted_at,
+                                       post.post_id))
+    db.execute(DELETE_POST_BY_ID, (network, post.post_id))
 
 
-def set_like_count(db: Database, network: str, post: dict[str, Any], new_count: int) -> None:
-    """Move a post to a new like count in posts_by_author, the word index and posts_by_id (last)."""
-    old = post["like_count"]
-    updated = {**post, "like_count": new_count}
-    db.execute(SET_LIKES_BY_AUTHOR, (new_count, network, post["author_id"], month_of(post["posted_at"]),
-                                     post["posted_at"], post["post_id"]))
-    db.execute_many(PUT_WORD, list(word_rows(network, updated)))
-    if old != new_count:
-        db.execute_many(DELETE_WORD, [(network, w, old, post["post_id"]) for w in words_of(post.get("content"))])
-    db.execute(SET_LIKES_BY_ID, (new_count, network, post["post_id"]))
-    post["like_count"] = new_count
+def set_like_count(db: Database, network: str, post: Post, new_count: int) -> Post:
+    """Write a new like count into posts_by_author, then posts_by_id (the authoritative one, last)."""
+    db.execute(SET_LIKES_BY_AUTHOR, (new_count, network, post.author_id, month_of(post.posted_at),
+                                     post.posted_at, post.post_id))
+    db.execute(SET_LIKES_BY_ID, (new_count, network, post.post_id))
+    return post.with_likes(new_count)

@@ -1,14 +1,15 @@
-"""Follower relations (both directions, as in the seed) and follow / unfollow, which keep the counts, the
-rankings' source rows, the celebrity set and the home caches right."""
+"""Follower relations, both directions as in the seed: follower_relations_by_account holds, per account, the
+accounts following it (rel_type `follower`) and the accounts it follows (rel_type `follows`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
-from api.db import Database, Statement
-from api.network import accounts, timelines
-from api.network.posts import posts_of_author
-from api.network.settings import network_settings
+from api.db import Database, Params, Statement
+from api.network.values import Account
+
+TABLES = frozenset({"follower_relations_by_account"})
+FOLLOWER, FOLLOWS = "follower", "follows"
 
 PUT_RELATION = Statement(
     "INSERT INTO follower_relations_by_account (network, account_id, rel_type, target_id, target_username) "
@@ -25,15 +26,42 @@ LIST_RELATIONS = Statement(
 HAS_RELATION = Statement(
     "SELECT target_id FROM follower_relations_by_account WHERE network = ? AND account_id = ? AND rel_type = ? "
     "AND target_id = ?")
+FOLLOWS_AMONG = Statement(
+    "SELECT target_id FROM follower_relations_by_account WHERE network = ? AND account_id = ? "
+    "AND rel_type = 'follows' AND target_id IN ?")
+
+_PAGE = 5000  # rows per page when a whole relation partition is read
 
 
-def count_relations(db: Database, network: str, account_id: int, rel_type: str) -> int:
+def relation_write(network: str, account_id: int, rel_type: str, target_id: int, target_username: str | None
+                   ) -> tuple[Statement, Params]:
+    """One relation row as a (statement, params) pair: the loader's bulk path."""
+    return PUT_RELATION, (network, account_id, rel_type, target_id, target_username)
+
+
+def add(db: Database, network: str, follower: Account, followee: Account) -> None:
+    """Both rows of `follower` follows `followee` (idempotent)."""
+    db.execute_many([
+        relation_write(network, followee.account_id, FOLLOWER, follower.account_id, follower.username),
+        relation_write(network, follower.account_id, FOLLOWS, followee.account_id, followee.username)])
+
+
+def remove(db: Database, network: str, follower_id: int, followee_id: int) -> None:
+    db.execute_many([(DELETE_RELATION, (network, follower_id, FOLLOWS, followee_id)),
+                     (DELETE_RELATION, (network, followee_id, FOLLOWER, follower_id))])
+
+
+def follows(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
+    return db.execute(HAS_RELATION, (network, follower_id, FOLLOWS, followee_id)).one() is not None
+
+
+def count(db: Database, network: str, account_id: int, rel_type: str) -> int:
     return db.execute(COUNT_RELATIONS, (network, account_id, rel_type), timeout=30).one().n
 
 
-def list_relations(db: Database, network: str, account_id: int, rel_type: str, limit: int
-                   ) -> list[dict[str, Any]]:
-    rows = db.execute(LIST_RELATIONS, (network, account_id, rel_type), fetch_size=min(limit, 5000))
+def listing(db: Database, network: str, account_id: int, rel_type: str, limit: int) -> list[dict]:
+    """Up to `limit` related accounts as {account_id, username}."""
+    rows = db.execute(LIST_RELATIONS, (network, account_id, rel_type), fetch_size=min(limit, _PAGE))
     out = []
     for r in rows:
         out.append({"account_id": r.target_id, "username": r.target_username})
@@ -42,50 +70,31 @@ def list_relations(db: Database, network: str, account_id: int, rel_type: str, l
     return out
 
 
-def follows(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
-    return db.execute(HAS_RELATION, (network, follower_id, "follows", followee_id)).one() is not None
+def ids(db: Database, network: str, account_id: int, rel_type: str) -> list[int]:
+    """Every related account id (the whole partition, read `_PAGE` rows per page)."""
+    rows = db.execute(LIST_RELATIONS, (network, account_id, rel_type), fetch_size=_PAGE, timeout=60)
+    return [row.target_id for row in rows]
 
 
-def _recount(db: Database, network: str, follower: dict[str, Any], followee: dict[str, Any]) -> None:
-    ns = network_settings()
-    before = followee["follower_count"]
-    accounts.set_follower_count(db, ns, network, followee, count_relations(db, network, followee["account_id"],
-                                                                              "follower"))
-    follows_count = count_relations(db, network, follower["account_id"], "follows")
-    accounts.set_follows_count(db, network, follower["account_id"], follows_count)
-    follower["follows_count"] = follows_count
-    if ns.is_celebrity(before) and not ns.is_celebrity(followee["follower_count"]):
-        _stop_merging(db, network, followee)
+def followed_among(db: Database, network: str, account_id: int, candidates: list[int]) -> list[int]:
+    """Which of `candidates` the account follows: one IN read for up to 100, else its follows partition."""
+    if not candidates:
+        return []
+    if len(candidates) <= 100:
+        return [r.target_id for r in db.execute(FOLLOWS_AMONG, (network, account_id, candidates))]
+    wanted = set(candidates)
+    return [a for a in ids(db, network, account_id, FOLLOWS) if a in wanted]
 
 
-def _stop_merging(db: Database, network: str, author: dict[str, Any]) -> None:
-    """An author fell below the hybrid threshold: its followers' caches lack its posts, so fan them out now
-    (rows older than a cache's cutoff are ignored by reads, so adding the newest `cap` is enough)."""
-    ns = network_settings()
-    for post in posts_of_author(db, network, author["account_id"], ns.cache_cap):
-        timelines.fan_out(db, network, post, author_followers=author["follower_count"])
-
-
-def follow(db: Database, network: str, follower: dict[str, Any], followee: dict[str, Any]) -> bool:
-    """follower starts following followee; returns False when it already did (nothing changes)."""
-    # Rows and counts are (re)written even when the relation exists: a retry repairs a half-done follow.
-    existed = follows(db, network, follower["account_id"], followee["account_id"])
-    db.execute(PUT_RELATION, (network, followee["account_id"], "follower", follower["account_id"],
-                              follower["username"]))
-    db.execute(PUT_RELATION, (network, follower["account_id"], "follows", followee["account_id"],
-                              followee["username"]))
-    _recount(db, network, follower, followee)
-    if not existed and followee["account_id"] not in accounts.celebrities(db, network_settings(), network):
-        timelines.add_author_to_cache(db, network, follower["account_id"], followee["account_id"])
-    return not existed
-
-
-def unfollow(db: Database, network: str, follower: dict[str, Any], followee: dict[str, Any]) -> bool:
-    existed = follows(db, network, follower["account_id"], followee["account_id"])
-    db.execute(DELETE_RELATION, (network, follower["account_id"], "follows", followee["account_id"]))
-    db.execute(DELETE_RELATION, (network, followee["account_id"], "follower", follower["account_id"]))
-    _recount(db, network, follower, followee)
-    # The unfollowed author's posts must leave the cache and older posts of others come back in: rebuild.
-    if existed:
-        timelines.invalidate_cache(db, network, follower["account_id"])
-    return existed
+def each_follower(db: Database, network: str, account_ids: list[int]) -> Iterator[tuple[int, str | None]]:
+    """(follower id, follower name) of every follower of each account; the partitions are read concurrently,
+    page by page."""
+    futures = [db.execute_async(LIST_RELATIONS, (network, a, FOLLOWER)) for a in account_ids]
+    for future in futures:
+        result = future.result()
+        while True:
+            for r in result.current_rows:
+                yield r.target_id, r.target_username
+            if not result.has_more_pages:
+                break
+            result.fetch_next_page()

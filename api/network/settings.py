@@ -9,13 +9,13 @@
 | CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
 | CHRONICLE_NETWORK_FANOUT_BATCH | 10 | cache rows per unlogged batch, grouped by replica (1: one write per row) |
 | CHRONICLE_NETWORK_PAGE_SIZE | 25 | posts on a home page and in a search answer |
-| CHRONICLE_NETWORK_SEARCH_MAX_WORDS | 5 | words a search may AND together |
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+
+from api.config import env
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,6 @@ class NetworkSettings:
     fanout_concurrency: int = 256
     fanout_batch: int = 10
     page_size: int = 25
-    search_max_words: int = 5
 
     @property
     def hybrid(self) -> bool:
@@ -37,7 +36,6 @@ class NetworkSettings:
 
     @classmethod
     def from_env(cls) -> NetworkSettings:
-        env = os.environ.get
         return cls(
             hybrid_threshold=int(env("CHRONICLE_NETWORK_HYBRID_THRESHOLD", "10000")),
             cache_cap=int(env("CHRONICLE_NETWORK_CACHE_CAP", "800")),
@@ -45,7 +43,6 @@ class NetworkSettings:
             fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),
             fanout_batch=int(env("CHRONICLE_NETWORK_FANOUT_BATCH", "10")),
             page_size=int(env("CHRONICLE_NETWORK_PAGE_SIZE", "25")),
-            search_max_words=int(env("CHRONICLE_NETWORK_SEARCH_MAX_WORDS", "5")),
         )
 
 

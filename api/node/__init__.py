@@ -1,1 +1,7 @@
-"""Real Apache Cassandra nodes for development, tests and benchmarks (see manager.py)."""
+"""Real Apache Cassandra nodes for development, tests and benchmarks.
+
+- `fetch`: prerequisites (Java, Maven, disk space), the Maven fetch and the pinned jar checksums;
+- `config`: a node's description (`NodeSpec`) and its rendered configuration (cassandra.yaml, logback, JVM command);
+- `process`: start (or reuse), stop and status of nodes and loopback clusters;
+- `common`: the errors they raise. Their environment settings come from `api.config.NodeSettings`.
+"""

@@ -1,4 +1,8 @@
-"""Channel tables: metadata, names history, the per-workspace channel index; ingest writes and reads.
+"""Channel tables: metadata, names history, the per-workspace channel index; the rows channel events write,
+and the reads behind the channel endpoints.
+
+Owner of slack_channels, slack_channel_names and slack_channel_index. Which rows one channel event writes,
+and in which order, is ingest.py's part (`update_channel`, `delete_channel`): this module builds each row.
 
 Each channel event writes its cells `USING TIMESTAMP <event time µs>`. `archived` and `deleted` are only ever
 written true; unarchive deletes the `archived` cell at its own event time, so archive/unarchive in any
@@ -10,9 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.db import Database, Statement, without_none
-from api.slack.store import Write, compress_json, run_concurrently
+from api.db import Database, Params, Statement, without_none
+from api.slack.codec import compress_json
 from api.slack.timeutil import us_to_ts
+
+TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index"})
+
+Write = tuple[Statement, Params]
 
 NAMES_HISTORY_CAP = 20
 MAX_ID_CHAIN = 8  # channel_id_changed hops followed on read (each is one row read)
@@ -58,46 +66,55 @@ SELECT_INDEX = Statement(
     "WHERE team_id = ?")
 
 
-def update(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,
-           created_ts: int | None = None, creator: str | None = None, visibility: str | None = None,
-           purpose: str | None = None, topic: str | None = None, prev_channel_id: str | None = None,
-           next_channel_id: str | None = None, raw: Any = None) -> None:
-    """Set the given channel fields at event time `at`; the index and names history follow in the same step.
+# -- writes: each row built here; ingest.py sends them, in its order --------------------------------------
 
-    The names row and the index go first and the channel row last, all idempotent: a failed step answers
-    503 and Slack's retry completes the rest.
-    """
-    writes: list[Write] = []
-    if name is not None:
-        writes.append((INSERT_NAME, (team_id, channel_id, at, name, at)))
-    if name is not None or visibility is not None or prev_channel_id or next_channel_id:
-        writes.append((UPDATE_INDEX, without_none({
-            "wt": at, "team_id": team_id, "channel_id": channel_id, "name": name, "visibility": visibility,
-            "prev_channel_id": prev_channel_id, "next_channel_id": next_channel_id})))
-    run_concurrently(db, writes)
-    db.execute(UPDATE_CHANNEL, without_none({
+def name_write(team_id: str, channel_id: str, at: int, name: str) -> Write:
+    """The names-history row of a name the channel got at `at`."""
+    return (INSERT_NAME, (team_id, channel_id, at, name, at))
+
+
+def index_write(team_id: str, channel_id: str, at: int, *, name: str | None = None,
+                visibility: str | None = None, prev_channel_id: str | None = None,
+                next_channel_id: str | None = None) -> Write | None:
+    """The channel's index entry with the given fields; None when none of them is in the index."""
+    if name is None and visibility is None and not prev_channel_id and not next_channel_id:
+        return None
+    return (UPDATE_INDEX, without_none({
+        "wt": at, "team_id": team_id, "channel_id": channel_id, "name": name, "visibility": visibility,
+        "prev_channel_id": prev_channel_id, "next_channel_id": next_channel_id}))
+
+
+def channel_write(team_id: str, channel_id: str, at: int, *, name: str | None = None,
+                  created_ts: int | None = None, creator: str | None = None, visibility: str | None = None,
+                  purpose: str | None = None, topic: str | None = None, prev_channel_id: str | None = None,
+                  next_channel_id: str | None = None, raw: Any = None) -> Write:
+    """The channel row's given fields at event time `at` (absent ones are left as they are)."""
+    return (UPDATE_CHANNEL, without_none({
         "wt": at, "team_id": team_id, "channel_id": channel_id, "name": name, "created_ts": created_ts,
         "creator": creator, "visibility": visibility, "purpose": purpose, "topic": topic,
         "prev_channel_id": prev_channel_id, "next_channel_id": next_channel_id,
         "raw": compress_json(raw) if raw is not None else None}))
 
 
+def index_deleted_write(team_id: str, channel_id: str, at: int) -> Write:
+    return (SET_INDEX_DELETED, (at, team_id, channel_id))
+
+
+def channel_deleted_write(team_id: str, channel_id: str, at: int) -> Write:
+    return (SET_DELETED, (at, team_id, channel_id))
+
+
 def set_archived(db: Database, team_id: str, channel_id: str, at: int, archived: bool) -> None:
     db.execute(SET_ARCHIVED if archived else UNSET_ARCHIVED, (at, team_id, channel_id))
 
 
-def set_deleted(db: Database, team_id: str, channel_id: str, at: int) -> None:
-    run_concurrently(db, [(SET_INDEX_DELETED, (at, team_id, channel_id))])
-    db.execute(SET_DELETED, (at, team_id, channel_id))
-
+# -- reads ------------------------------------------------------------------------------------------------
 
 def visibility(db: Database, team_id: str, channel_id: str) -> str | None:
     """The recorded visibility of a channel we archive; None when we never saw it."""
     row = db.execute(SELECT_VISIBILITY, (team_id, channel_id)).one()
     return None if row is None else (row.visibility or "public")
 
-
-# -- reads ------------------------------------------------------------------------------------------------
 
 def id_chain(db: Database, team_id: str, channel_id: str, *, full: bool = True) -> list[Any]:
     """The channel's row, then the rows of its previous ids (channel_id_changed), newest id first.

@@ -1,11 +1,13 @@
-"""File processor: fetch Slack files listed in slack_files_pending into object storage.
+"""File processor: fetch Slack files listed in the pending-file queue into object storage.
 
-Finding work never scans messages: ingest writes one slack_files_pending row per file into one of 16 fixed
-shard partitions; the worker reads those partitions. A file is claimed with an LWT lease
-(INSERT ... IF NOT EXISTS USING TTL) so two workers never fetch it both; the message row's files_stored map
-is the "done" mark, checked after claiming. Transient failures (timeouts, 5xx, 429, connection errors)
-are retried with exponential backoff (next_attempt_at on the pending row); after max_attempts, or at once
-for a permanent failure (404/401/403, an HTML login page), the message is marked files_fetch_failed.
+Finding work never scans messages: ingest enqueues one slack_files_pending row per file into one of 16 fixed
+shard partitions (file_queue.py); the worker reads those partitions. A file is claimed with an LWT lease so
+two workers never fetch it both; the message row's files_stored map (messages.py) is the "done" mark,
+checked after claiming. Transient failures (timeouts, 5xx, 429, connection errors) are retried with
+exponential backoff (next_attempt_at on the queue row); after max_attempts, or at once for a permanent
+failure (404/401/403, an HTML login page), the message is marked files_fetch_failed.
+
+This module owns no table: the worker loop calls the queue's owner and the messages' owner.
 """
 
 from __future__ import annotations
@@ -22,36 +24,13 @@ from typing import Any, Protocol
 import requests
 import structlog
 
-from api.db import Database, Statement
-from api.slack.messages import FILE_SHARDS
+from api.db import Database
+from api.slack import file_queue, messages
+from api.slack.file_queue import FILE_SHARDS, PendingFile
 from api.slack.settings import SlackSettings
 from api.slack.timeutil import us_to_ts
 
 log = structlog.get_logger("chronicle.slack.files")
-
-SELECT_PENDING = Statement(
-    "SELECT shard, team_id, channel_id, ts, file_id, day, url_private, mimetype, name, attempts, "
-    "next_attempt_at FROM slack_files_pending WHERE shard = ? LIMIT ?")
-DELETE_PENDING = Statement(
-    "DELETE FROM slack_files_pending WHERE shard = ? AND team_id = ? AND channel_id = ? AND ts = ? AND file_id = ?")
-RETRY_LATER = Statement(
-    "UPDATE slack_files_pending SET attempts = ?, next_attempt_at = ?, last_error = ? "
-    "WHERE shard = ? AND team_id = ? AND channel_id = ? AND ts = ? AND file_id = ?")
-CLAIM = Statement(
-    "INSERT INTO slack_file_leases (team_id, channel_id, ts, file_id, owner) VALUES (?, ?, ?, ?, ?) "
-    "IF NOT EXISTS USING TTL ?", idempotent=False)
-RELEASE = Statement(
-    "DELETE FROM slack_file_leases WHERE team_id = ? AND channel_id = ? AND ts = ? AND file_id = ? IF owner = ?",
-    idempotent=False)
-SELECT_STORED = Statement(
-    "SELECT msg_ts, files_stored FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
-    name="SELECT slack_messages (files_stored)")
-RECORD_STORED = Statement(
-    "UPDATE slack_messages SET files_stored[?] = ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
-    name="FILES slack_messages")
-RECORD_FAILED = Statement(
-    "UPDATE slack_messages SET files_fetch_failed = true, files_fetch_error[?] = ? "
-    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="FILES-FAILED slack_messages")
 
 
 class FetchError(Exception):
@@ -168,8 +147,8 @@ class FileWorker:
         """One pass over the pending shards: every file that is due is fetched, retried later or failed."""
         stats = Stats()
         for shard in shards:
-            for row in list(self.db.execute(SELECT_PENDING, (shard, self.settings.batch_size))):
-                self._process(row, stats)
+            for file in file_queue.pending(self.db, shard, self.settings.batch_size):
+                self._process(file, stats)
         return stats
 
     def run(self, *, interval: float = 2.0, stop: Callable[[], bool] = lambda: False,
@@ -181,58 +160,51 @@ class FileWorker:
             if stats.total() == 0:
                 time.sleep(interval)
 
-    def _process(self, row: Any, stats: Stats) -> None:
+    def _process(self, file: PendingFile, stats: Stats) -> None:
         now_us = int(self.clock() * 1_000_000)
-        if row.next_attempt_at is not None and row.next_attempt_at > now_us:
+        if file.next_attempt_at is not None and file.next_attempt_at > now_us:
             stats.skipped += 1
             return
-        key = (row.team_id, row.channel_id, row.ts, row.file_id)
-        claimed = self.db.execute(CLAIM, (*key, self.owner, self.settings.lease_seconds)).was_applied
-        if not claimed:
+        if not file_queue.claim(self.db, file, self.owner, self.settings.lease_seconds):
             stats.skipped += 1  # another worker holds it
             return
         try:
-            message_key = (row.team_id, row.channel_id, row.day, row.ts)
-            msg = self.db.execute(SELECT_STORED, message_key).one()
-            if msg is not None and msg.files_stored and row.file_id in msg.files_stored:
-                self._delete_pending(row)  # done by someone else before us
+            if messages.file_stored(self.db, file.team_id, file.channel_id, file.ts, file.file_id):
+                file_queue.remove(self.db, file)  # done by someone else before us
                 stats.skipped += 1
                 return
-            token = self.settings.token_for(row.team_id)
+            token = self.settings.token_for(file.team_id)
             try:
                 if not token:
-                    raise FetchError(f"no bot token configured for workspace {row.team_id}", transient=False)
-                data, ctype = download(row.url_private, token, timeout=self.settings.download_timeout,
+                    raise FetchError(f"no bot token configured for workspace {file.team_id}", transient=False)
+                data, ctype = download(file.url_private, token, timeout=self.settings.download_timeout,
                                        max_bytes=self.settings.max_file_bytes, session=self.http)
-                uri = self.store.put(object_key(*key), data, row.mimetype or ctype)
+                uri = self.store.put(object_key(file.team_id, file.channel_id, file.ts, file.file_id), data,
+                                     file.mimetype or ctype)
             except FetchError as exc:
-                self._failure(row, message_key, exc, stats)
+                self._failure(file, exc, stats)
                 return
             # Stored object first, then the URI on the message, then the queue row: a crash in between
             # leaves the row pending and the next pass redoes an idempotent put.
-            self.db.execute(RECORD_STORED, (row.file_id, uri, *message_key))
-            self._delete_pending(row)
+            messages.record_file_stored(self.db, file.team_id, file.channel_id, file.ts, file.file_id, uri)
+            file_queue.remove(self.db, file)
             stats.stored += 1
-            log.info("slack_file_stored", team_id=row.team_id, channel_id=row.channel_id, ts=us_to_ts(row.ts),
-                     file_id=row.file_id, uri=uri, bytes=len(data))
+            log.info("slack_file_stored", team_id=file.team_id, channel_id=file.channel_id, ts=us_to_ts(file.ts),
+                     file_id=file.file_id, uri=uri, bytes=len(data))
         finally:
-            self.db.execute(RELEASE, (*key, self.owner))
+            file_queue.release(self.db, file, self.owner)
 
-    def _failure(self, row: Any, message_key: tuple, exc: FetchError, stats: Stats) -> None:
-        attempts = (row.attempts or 0) + 1
+    def _failure(self, file: PendingFile, exc: FetchError, stats: Stats) -> None:
+        attempts = file.attempts + 1
         if exc.transient and attempts < self.settings.max_attempts:
             delay = min(self.settings.backoff_seconds * 2 ** (attempts - 1), self.settings.backoff_max_seconds)
             next_at = int((self.clock() + delay) * 1_000_000)
-            self.db.execute(RETRY_LATER, (attempts, next_at, str(exc)[:500], row.shard, row.team_id,
-                                          row.channel_id, row.ts, row.file_id))
+            file_queue.retry_later(self.db, file, attempts=attempts, next_attempt_at=next_at, error=str(exc)[:500])
             stats.retried += 1
-            log.info("slack_file_retry", file_id=row.file_id, attempts=attempts, delay_s=delay, error=str(exc))
+            log.info("slack_file_retry", file_id=file.file_id, attempts=attempts, delay_s=delay, error=str(exc))
             return
         error = f"after {attempts} attempt(s): {exc}"[:500]
-        self.db.execute(RECORD_FAILED, (row.file_id, error, *message_key))
-        self._delete_pending(row)
+        messages.record_file_failed(self.db, file.team_id, file.channel_id, file.ts, file.file_id, error)
+        file_queue.remove(self.db, file)
         stats.failed += 1
-        log.warning("slack_file_failed", file_id=row.file_id, attempts=attempts, error=str(exc))
-
-    def _delete_pending(self, row: Any) -> None:
-        self.db.execute(DELETE_PENDING, (row.shard, row.team_id, row.channel_id, row.ts, row.file_id))
+        log.warning("slack_file_failed", file_id=file.file_id, attempts=attempts, error=str(exc))

@@ -1,8 +1,11 @@
-"""HTTP surface of the Slack archive: the signed Events endpoint and the read endpoints."""
+"""HTTP surface of the Slack archive: the signed Events endpoint and the read endpoints (schemas: schemas.py).
+
+`blueprints()` gives an app its Slack blueprints: the read routes, and the Events receiver registered at the
+app's own `Settings.slack_events_path` (CHRONICLE_SLACK_EVENTS_PATH, default /slack/events).
+"""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -10,7 +13,6 @@ import structlog
 from cassandra import DriverException
 from flask import current_app, g, request
 from flask_smorest import Blueprint, abort
-from marshmallow import Schema, ValidationError, fields, validate
 
 from api.auth import require_workspace
 from api.config import Settings
@@ -18,17 +20,47 @@ from api.db import get_db
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, events, messages
-from api.slack.store import ID_RE
+from api.slack.codec import is_slack_id
+from api.slack.payloads import BadEvent, UrlVerification
+from api.slack.schemas import (
+    EVENT_REQUEST_DOC,
+    ChannelSchema,
+    EventAckSchema,
+    IndexSchema,
+    MessageArgs,
+    MessageWithHistorySchema,
+    PageSchema,
+    SlackErrorSchema,
+    ThreadArgs,
+    ThreadSchema,
+    TimelineArgs,
+    path_parameters,
+)
 from api.slack.timeutil import is_ts, ts_to_us
 
 log = structlog.get_logger("chronicle.slack")
 
-blp = Blueprint("slack", __name__, description="Slack live archive: Events API ingest and archive reads")
+blp = Blueprint("slack", __name__, description="Slack live archive: archive reads")
 
-# The path is read once at import (blueprint routes are declared at import time); default /slack/events.
-EVENTS_PATH = os.environ.get("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events")
-_ID = ID_RE.pattern  # Slack team/channel ids: upper-case letters and digits
-_ID_RE = ID_RE
+
+class EventsBlueprint(Blueprint):
+    """The Events API receiver. Its path is the app's setting, so the route is added when the blueprint is
+    registered on an app (one new instance per app: `blueprints()`), and the OpenAPI document shows it there.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("slack_events", __name__, description="Slack live archive: Events API ingest")
+        self.after_request(_server_timing)
+
+    def register(self, app: Any, options: dict[str, Any]) -> None:
+        settings: Settings = app.config["CHRONICLE_SETTINGS"]
+        self.add_url_rule(settings.slack_events_path, view_func=slack_events, methods=["POST"])
+        super().register(app, options)
+
+
+def blueprints() -> list[Blueprint]:
+    """The Slack blueprints for one app."""
+    return [EventsBlueprint(), blp]
 
 
 @blp.after_request
@@ -44,171 +76,26 @@ def _settings() -> Settings:
     return current_app.config["CHRONICLE_SETTINGS"]
 
 
-# -- schemas ----------------------------------------------------------------------------------------------
-
-class EventAckSchema(Schema):
-    ok = fields.Boolean()
-    outcome = fields.String(metadata={"description": "stored | ignored: <why>"})
-    challenge = fields.String(metadata={"description": "url_verification only: the challenge echoed back"})
-
-
-class SlackErrorSchema(Schema):
-    code = fields.Integer(required=True)
-    status = fields.String(required=True)
-    message = fields.String(required=True)
-    errors = fields.Dict()
-
-
-class TsField(fields.String):
-    """A Slack timestamp such as 1620000000.000200."""
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
-        value = super()._deserialize(value, attr, data, **kwargs)
-        if not is_ts(value):
-            raise ValidationError("not a Slack timestamp (seconds[.micro], e.g. 1620000000.000200)")
-        return value
-
-
-class PageArgs(Schema):
-    limit = fields.Integer(load_default=50, validate=validate.Range(1, 200))
-    cursor = fields.String(validate=validate.Length(max=2048),
-                           metadata={"description": "next_cursor of the previous page (opaque, signed)"})
-    include_deleted = fields.Boolean(load_default=False)
-
-
-class TimelineArgs(PageArgs):
-    before = TsField(metadata={"description": "only messages with ts < before"})
-    after = TsField(metadata={"description": "only messages with ts > after"})
-    order = fields.String(load_default="desc", validate=validate.OneOf(["desc", "asc"]))
-
-
-class ThreadArgs(PageArgs):
-    pass
-
-
-class ReactionSchema(Schema):
-    name = fields.String(required=True)
-    users = fields.List(fields.String(), required=True)
-    count = fields.Integer(required=True)
-
-
-class MessageSchema(Schema):
-    ts = fields.String(required=True)
-    channel_id = fields.String(required=True)
-    user = fields.String()
-    text = fields.String()
-    subtype = fields.String()
-    bot_id = fields.String()
-    username = fields.String()
-    thread_ts = fields.String()
-    edited_ts = fields.String(metadata={"description": "time of the newest edit (updated_ts)"})
-    deleted = fields.Boolean(metadata={"description": "present (true) only with include_deleted=true"})
-    deleted_ts = fields.String()
-    files = fields.List(fields.Dict())
-    files_stored = fields.Dict(keys=fields.String(), values=fields.String(),
-                               metadata={"description": "file_id -> stored object URI"})
-    files_fetch_failed = fields.Boolean()
-    files_fetch_error = fields.Dict(keys=fields.String(), values=fields.String())
-    reactions = fields.List(fields.Nested(ReactionSchema))
-
-
-class VersionSchema(Schema):
-    ts = fields.String(required=True)
-    text = fields.String(allow_none=True)
-
-
-class MessageWithHistorySchema(MessageSchema):
-    history = fields.List(fields.Nested(VersionSchema),
-                          metadata={"description": "every version of the text, oldest first (last = current)"})
-
-
-class PageSchema(Schema):
-    messages = fields.List(fields.Nested(MessageSchema), required=True)
-    next_cursor = fields.String(allow_none=True)
-
-
-class ThreadSchema(Schema):
-    parent = fields.Nested(MessageSchema, allow_none=True)
-    replies = fields.List(fields.Nested(MessageSchema), required=True)
-    next_cursor = fields.String(allow_none=True)
-
-
-class NameSchema(Schema):
-    name = fields.String(required=True)
-    ts = fields.String(required=True)
-
-
-class ChannelSchema(Schema):
-    team_id = fields.String(required=True)
-    channel_id = fields.String(required=True)
-    name = fields.String()
-    names_history = fields.List(fields.Nested(NameSchema), metadata={"description": "newest first, at most 20"})
-    visibility = fields.String()
-    archived = fields.Boolean()
-    deleted = fields.Boolean()
-    purpose = fields.String()
-    topic = fields.String()
-    created_ts = fields.String()
-    creator = fields.String()
-    prev_channel_id = fields.String()
-    next_channel_id = fields.String()
-
-
-class IndexEntrySchema(Schema):
-    channel_id = fields.String(required=True)
-    name = fields.String(required=True, metadata={"description": "current name; deleted_<name> when deleted"})
-    visibility = fields.String()
-    deleted = fields.Boolean()
-    prev_channel_id = fields.String()
-    next_channel_id = fields.String()
-
-
-class IndexSchema(Schema):
-    team_id = fields.String(required=True)
-    channels = fields.List(fields.Nested(IndexEntrySchema), required=True)
-
-
 _ERRORS = {400: "bad request", 401: "missing or unknown token", 403: "token not allowed",
            404: "not found", 422: "invalid parameters", 503: "database unavailable"}
+_BAD_CURSOR = "invalid cursor: not the next_cursor of this listing (or not a cursor at all)"
 
 
-def _errors(*codes: int):
+def _errors(*codes: int, **descriptions: str):
+    """Document error answers (JSON SlackErrorSchema); `e400="..."` overrides a code's description."""
     def deco(fn):
         for code in codes:
-            fn = blp.alt_response(code, schema=SlackErrorSchema, description=_ERRORS.get(code, ""))(fn)
+            description = descriptions.get(f"e{code}", _ERRORS.get(code, ""))
+            fn = blp.alt_response(code, schema=SlackErrorSchema, description=description)(fn)
         return fn
     return deco
 
 
 # -- events -----------------------------------------------------------------------------------------------
 
-EVENT_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "description": "A Slack Events API payload (url_verification or event_callback), signed by Slack. "
-                       "The raw bytes are verified before parsing.",
-        "content": {"application/json": {"schema": {
-            "type": "object", "required": ["type"],
-            "properties": {
-                "type": {"type": "string", "enum": ["url_verification", "event_callback"]},
-                "challenge": {"type": "string"}, "team_id": {"type": "string"},
-                "event_id": {"type": "string"}, "event_time": {"type": "integer"},
-                "event": {"type": "object", "required": ["type"],
-                          "properties": {"type": {"type": "string", "enum": events.HANDLED_TYPES}}},
-            }}}},
-    },
-    "parameters": [
-        {"in": "header", "name": "X-Slack-Signature", "required": True, "schema": {"type": "string"}},
-        {"in": "header", "name": "X-Slack-Request-Timestamp", "required": True, "schema": {"type": "string"}},
-        {"in": "header", "name": "X-Slack-Retry-Num", "required": False, "schema": {"type": "integer"}},
-    ],
-}
-
-
-@blp.route(EVENTS_PATH, methods=["POST"])
-@blp.doc(**EVENT_BODY_DOC)
+@blp.doc(**EVENT_REQUEST_DOC)
 @blp.response(200, EventAckSchema, description="stored, or ignored (unhandled type / channel not archived)")
-@_errors(400, 401, 503)
+@_errors(400, 401, 503, e400="malformed event", e401="missing, invalid or stale Slack signature")
 @blp.alt_response(413, schema=SlackErrorSchema, description="body larger than CHRONICLE_MAX_BODY_BYTES")
 def slack_events():
     """Slack Events API receiver: verify the signature, then store the event (idempotently).
@@ -217,26 +104,25 @@ def slack_events():
     settings = _settings()
     body = request.get_data(cache=True)  # raw bytes: the signature covers them exactly
     try:
-        events.verify_request(settings, body, request.headers)
+        envelope = events.read_request(settings, body, request.headers)
     except events.BadSignature as exc:
         abort(401, message=str(exc))
-    try:
-        envelope = events.parse_body(body)
-    except events.BadEvent as exc:
+    except BadEvent as exc:
         abort(400, message=str(exc))
-    if envelope["type"] == "url_verification":
-        return {"challenge": envelope["challenge"]}  # Slack reads only this field
+    if isinstance(envelope, UrlVerification):
+        return {"challenge": envelope.challenge}  # Slack reads only this field
+    event_id = getattr(envelope, "event_id", None)
     try:
-        outcome = events.handle_envelope(get_db(), settings, envelope)
-    except events.BadEvent as exc:
+        outcome = events.handle(get_db(), settings, envelope)
+    except BadEvent as exc:
         abort(400, message=str(exc))
     except CASSANDRA_UNAVAILABLE:
         raise  # 503 with Retry-After (api.errors): Slack retries, the idempotent writes complete
     except DriverException as exc:
-        log.warning("slack_event_store_failed", event_id=envelope.get("event_id"), error=repr(exc)[:300])
+        log.warning("slack_event_store_failed", event_id=event_id, error=repr(exc)[:300])
         abort(503, message=f"the event could not be stored ({type(exc).__name__}); retry")
     if request.headers.get("X-Slack-Retry-Num"):
-        log.info("slack_event_retry", event_id=envelope["event_id"], retry=request.headers["X-Slack-Retry-Num"],
+        log.info("slack_event_retry", event_id=event_id, retry=request.headers["X-Slack-Retry-Num"],
                  reason=request.headers.get("X-Slack-Retry-Reason"), outcome=outcome)
     return {"ok": True, "outcome": outcome}
 
@@ -245,8 +131,14 @@ def slack_events():
 
 def _check_ids(*values: str) -> None:
     for value in values:
-        if not _ID_RE.match(value):
+        if not is_slack_id(value):
             abort(404, message=f"no such id: {value[:80]!r}")
+
+
+def _check_ts(value: str) -> int:
+    if not is_ts(value):
+        abort(404, message=f"{value[:40]!r} is not a Slack message timestamp")
+    return ts_to_us(value)
 
 
 def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:
@@ -260,7 +152,19 @@ def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list
     return chain
 
 
-@blp.route("/slack/teams/<team_id>/channels", methods=["GET"])
+def _position(cursor: str, scope: str) -> int:
+    """The ts bound a cursor of this listing carries (400 for anything else)."""
+    position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
+    if not isinstance(position, int) or isinstance(position, bool):
+        abort(400, message=_BAD_CURSOR)
+    return position
+
+
+def _next_cursor(position: int | None, scope: str) -> str | None:
+    return sign_cursor({"p": position}, _settings().cursor_secret, scope) if position is not None else None
+
+
+@blp.route("/slack/teams/<team_id>/channels", methods=["GET"], parameters=path_parameters("team_id"))
 @blp.response(200, IndexSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
@@ -274,7 +178,8 @@ def channel_index(team_id: str):
     return {"team_id": team_id, "channels": entries}
 
 
-@blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"])
+@blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"],
+           parameters=path_parameters("team_id", "channel_id"))
 @blp.response(200, ChannelSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
@@ -288,11 +193,12 @@ def channel_metadata(team_id: str, channel_id: str):
     return meta
 
 
-@blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages", methods=["GET"])
+@blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages", methods=["GET"],
+           parameters=path_parameters("team_id", "channel_id"))
 @blp.arguments(TimelineArgs, location="query", as_kwargs=True)
 @blp.response(200, PageSchema)
 @blp.doc(security=[{"bearer": []}])
-@_errors(400, 401, 403, 404, 503)
+@_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
 def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted: bool, order: str,
                      cursor: str | None = None, before: str | None = None, after: str | None = None):
     """A channel's messages (thread replies included), newest first unless order=asc; includes the messages
@@ -304,9 +210,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     lower = ts_to_us(after) if after else messages.MIN_US
     scope = f"timeline|{team_id}|{channel_id}|{order}|{include_deleted}|{before}|{after}"
     if cursor:
-        position = verify_cursor(cursor, settings.cursor_secret, scope).get("p")
-        if not isinstance(position, int):
-            abort(400, message="invalid cursor")
+        position = _position(cursor, scope)
         if order == "asc":
             lower = max(lower, position)
         else:
@@ -320,60 +224,51 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=limit,
                                   upper=upper, lower=lower, ascending=order == "asc",
                                   include_deleted=include_deleted, prefetched={channel_id: days})
-    body = {"messages": page,
-            "next_cursor": sign_cursor({"p": nxt}, settings.cursor_secret, scope) if nxt is not None else None}
-    # Already in the documented shape (row_to_message): skip re-serialising 50 messages through marshmallow.
+    body = {"messages": [m.to_json() for m in page], "next_cursor": _next_cursor(nxt, scope)}
+    # Already in the documented shape (Message.to_json): skip re-serialising 50 messages through marshmallow.
     return current_app.json.response(body)
 
 
-@blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages/<ts>", methods=["GET"])
-@blp.arguments(Schema.from_dict({"include_deleted": fields.Boolean(load_default=False)},
-                                name="MessageArgs")(), location="query", as_kwargs=True)
+@blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages/<ts>", methods=["GET"],
+           parameters=path_parameters("team_id", "channel_id", "ts"))
+@blp.arguments(MessageArgs, location="query", as_kwargs=True)
 @blp.response(200, MessageWithHistorySchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
 def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     """One message with its edit history (every version of the text with its time, oldest first)."""
     chain = _channel_chain(team_id, channel_id)
-    if not is_ts(ts):
-        abort(404, message=f"{ts[:40]!r} is not a Slack message timestamp")
-    db = get_db()
-    row = messages.get_message_row(db, team_id, channels.chain_ids(chain, channel_id), ts_to_us(ts))
-    item = messages.row_to_message(row, include_deleted=include_deleted) if row is not None else None
-    if item is None:
+    found = messages.find_with_history(get_db(), team_id, channels.chain_ids(chain, channel_id), _check_ts(ts),
+                                       include_deleted=include_deleted)
+    if found is None:
         abort(404, message=f"no message {ts} in channel {channel_id}")
-    item["history"] = messages.versions(db, row)
-    return item
+    message, history = found
+    return {**message.to_json(), "history": history}
 
 
-@blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"])
+@blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
+           parameters=path_parameters("team_id", "channel_id", "thread_ts"))
 @blp.arguments(ThreadArgs, location="query", as_kwargs=True)
 @blp.response(200, ThreadSchema)
 @blp.doc(security=[{"bearer": []}])
-@_errors(400, 401, 403, 404, 503)
+@_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
 def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, include_deleted: bool,
                cursor: str | None = None):
     """A thread: the parent (first page only), then its replies oldest first."""
     chain = _channel_chain(team_id, channel_id)
-    if not is_ts(thread_ts):
-        abort(404, message=f"{thread_ts[:40]!r} is not a Slack message timestamp")
+    parent_us = _check_ts(thread_ts)
     db = get_db()
     ids = channels.chain_ids(chain, channel_id)
-    parent_us = ts_to_us(thread_ts)
     scope = f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
     after = parent_us
     parent = None
     if cursor:
-        position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
-        if not isinstance(position, int):
-            abort(400, message="invalid cursor")
-        after = max(after, position)
+        after = max(after, _position(cursor, scope))
     else:
-        row = messages.get_message_row(db, team_id, ids, parent_us)
-        parent = messages.row_to_message(row, include_deleted=include_deleted) if row is not None else None
+        parent = messages.find(db, team_id, ids, parent_us, include_deleted=include_deleted)
     replies, nxt = messages.thread(db, team_id, ids, parent_us, limit=limit, after=after,
                                    include_deleted=include_deleted)
     if parent is None and not replies and not cursor:
         abort(404, message=f"no thread {thread_ts} in channel {channel_id}")
-    return {"parent": parent, "replies": replies,
-            "next_cursor": sign_cursor({"p": nxt}, _settings().cursor_secret, scope) if nxt is not None else None}
+    return {"parent": parent.to_json() if parent is not None else None,
+            "replies": [m.to_json() for m in replies], "next_cursor": _next_cursor(nxt, scope)}

@@ -1,4 +1,8 @@
-"""Message tables: statements, ingest writes and the reads behind the timeline, thread and message endpoints.
+"""Message tables: statements, the rows a message event writes, and the reads behind the timeline, thread and
+message endpoints; the file worker records its outcome on the message here too.
+
+Owner of slack_messages, slack_channel_days, slack_thread_replies and slack_message_versions. Ingest (ingest.py)
+sends `message_writes` together with the file queue's rows in one round; nothing here imports another owner.
 
 Every event-derived write carries `USING TIMESTAMP <event time µs>`: the message itself at its ts, an edit at
 its edit time, a delete at the delete time, a reaction at the reaction's event time. Cassandra keeps the
@@ -12,13 +16,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from api.db import Database, Statement, without_none
-from api.slack.store import ID_RE, Write, compress_json, run_concurrently
-from api.slack.timeutil import US_PER_DAY, day_of, ts_to_us, us_to_ts
+from api.db import Database, Params, Statement, without_none
+from api.slack.codec import compress_json
+from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
 
-FILE_SHARDS = 16  # fixed: the worker reads these 16 partitions of slack_files_pending
-_FILE_FIELDS = ("id", "name", "title", "mimetype", "filetype", "size", "url_private", "url_private_download",
-                "permalink", "is_external", "external_type", "external_url", "mode", "created", "user")
+TABLES = frozenset({"slack_messages", "slack_channel_days", "slack_thread_replies", "slack_message_versions"})
+
+Write = tuple[Statement, Params]
 
 # What the API shows of a message; the one-message read adds what history needs. Fewer columns = less decoding
 # per row on a 50-row timeline page.
@@ -50,11 +54,6 @@ INSERT_REPLY = Statement(
 INSERT_VERSION = Statement(
     "INSERT INTO slack_message_versions (team_id, channel_id, ts, version_ts, text) VALUES (?, ?, ?, ?, ?) "
     "USING TIMESTAMP ?")
-# Written at the event's time: the worker's later DELETE (at wall-clock time) wins over any redelivery.
-INSERT_PENDING_FILE = Statement(
-    "INSERT INTO slack_files_pending (shard, team_id, channel_id, ts, file_id, day, url_private, mimetype, name) "
-    "VALUES (:shard, :team_id, :channel_id, :ts, :file_id, :day, :url_private, :mimetype, :name) "
-    "USING TIMESTAMP :wt")
 
 SELECT_DAYS_DESC = Statement(
     "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? LIMIT ?")
@@ -79,11 +78,21 @@ SELECT_REPLIES = Statement(
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
+# The file worker's view of a message: which files are stored, and its outcome per file.
+SELECT_FILES_STORED = Statement(
+    "SELECT files_stored FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
+    name="SELECT slack_messages (files_stored)")
+RECORD_FILE_STORED = Statement(
+    "UPDATE slack_messages SET files_stored[?] = ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
+    name="FILES slack_messages")
+RECORD_FILE_FAILED = Statement(
+    "UPDATE slack_messages SET files_fetch_failed = true, files_fetch_error[?] = ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="FILES-FAILED slack_messages")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class NewMessage:
-    """A message as posted (or as it reads after an edit), normalised from a Slack payload."""
+    """A message as posted (or as it reads after an edit), normalised from a Slack payload (payloads.py)."""
 
     team_id: str
     channel_id: str
@@ -98,34 +107,86 @@ class NewMessage:
     files: list[dict] | None = None
 
 
+@dataclasses.dataclass(slots=True)  # not frozen: that triples the cost of building 50 per page; never mutated
+class Message:
+    """A stored message as the API shows it: built from a row in `from_row`, shown as JSON in `to_json`."""
+
+    ts: int
+    channel_id: str
+    user: str | None
+    text: str | None
+    subtype: str | None
+    bot_id: str | None
+    username: str | None
+    thread_ts: int | None
+    edited_ts: int | None
+    deleted: bool
+    deleted_ts: int | None
+    files: list[dict] | None
+    files_stored: dict[str, str] | None
+    files_fetch_failed: bool
+    files_fetch_error: dict[str, str] | None
+    reactions: tuple[tuple[str, tuple[str, ...]], ...]  # (emoji, users), by emoji then user
+
+    @classmethod
+    def from_row(cls, row: Any) -> Message | None:
+        """None for a row that holds only state that came before its message (a reaction, a delete)."""
+        if row.msg_ts is None:
+            return None
+        # Positional: this runs for every row of a 50-message page.
+        return cls(
+            row.ts, row.channel_id, row.user_id, row.text, row.subtype, row.bot_id, row.username, row.thread_ts,
+            row.edited_ts, bool(row.deleted), row.deleted_ts,
+            json.loads(row.files) if row.files else None,
+            dict(row.files_stored) if row.files_stored else None,
+            bool(row.files_fetch_failed),
+            dict(row.files_fetch_error) if row.files_fetch_error else None,
+            _grouped(row.reactions) if row.reactions else (),
+        )
+
+    def shown(self, include_deleted: bool) -> bool:
+        return include_deleted or not self.deleted
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented form (schemas.MessageSchema): Slack ts strings, absent fields left out."""
+        out: dict[str, Any] = {
+            "ts": us_to_ts(self.ts), "channel_id": self.channel_id, "user": self.user, "text": self.text,
+            "subtype": self.subtype, "bot_id": self.bot_id, "username": self.username,
+            "thread_ts": us_to_ts(self.thread_ts) if self.thread_ts is not None else None,
+            "edited_ts": us_to_ts(self.edited_ts) if self.edited_ts is not None else None,
+            "files": self.files, "files_stored": self.files_stored,
+            "files_fetch_failed": True if self.files_fetch_failed else None,
+            "files_fetch_error": self.files_fetch_error,
+            "reactions": [{"name": e, "users": list(u), "count": len(u)} for e, u in self.reactions] or None,
+        }
+        if self.deleted:
+            out["deleted"] = True
+            out["deleted_ts"] = us_to_ts(self.deleted_ts) if self.deleted_ts is not None else None
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def _grouped(reactions: Iterable[tuple[str, str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """{(emoji, user)} -> ((emoji, (user, ...)), ...), by emoji then user."""
+    by_emoji: dict[str, list[str]] = {}
+    for emoji, user in sorted(reactions):
+        by_emoji.setdefault(emoji, []).append(user)
+    return tuple((emoji, tuple(users)) for emoji, users in by_emoji.items())
+
+
 def _key(team_id: str, channel_id: str, ts: int) -> dict[str, Any]:
     return {"team_id": team_id, "channel_id": channel_id, "day": day_of(ts), "ts": ts}
 
 
-def slim_files(files: Iterable[dict]) -> list[dict]:
-    """The subset of Slack file metadata kept on the message (no thumbnails, no share lists)."""
-    # File ids name storage paths: only Slack-shaped ids are kept.
-    return [{k: f[k] for k in _FILE_FIELDS if k in f} for f in files
-            if isinstance(f, dict) and isinstance(f.get("id"), str) and ID_RE.match(f["id"])]
+# -- writes -----------------------------------------------------------------------------------------------
 
+def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
+                   versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None
+                   ) -> list[Write]:
+    """The rows of a new message (write_ts = its ts, original=True) or of its edited form (write_ts = edit
+    time): the message row, its day in the listing, its place in the thread, the text versions.
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def file_shard(team_id: str, channel_id: str, ts: int) -> int:
-    # A stable hash (not Python's salted hash()) so every process picks the same shard.
-    return (sum(team_id.encode()) * 31 + sum(channel_id.encode()) + ts) % FILE_SHARDS
-
-
-def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
-                  version_text: list[tuple[int, str]] | None = None, original: bool = False,
-                  raw: Any = None) -> None:
-    """Store a new message (write_ts = its ts, original=True) or its edited form (write_ts = edit time).
-
-    All rows go out in one concurrent round; each is one whole-row write, so no reader ever sees half a
-    message. If any write fails the endpoint answers 503 and Slack's retry (same keys, same timestamps)
-    completes the set; a message row whose day is not yet listed is simply not on the timeline until then.
+    Each is one whole-row write, so no reader ever sees half a message. The caller sends them in one round
+    (ingest.store_message) and calls `note_stored` once they are all written.
     """
     key = _key(msg.team_id, msg.channel_id, msg.ts)
     writes: list[Write] = [(UPSERT_MESSAGE, without_none({
@@ -135,22 +196,13 @@ def write_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
         "files": json.dumps(msg.files, separators=(",", ":")) if msg.files else None,
         "edited_ts": edited_ts, "raw": compress_json(raw) if raw is not None else None,
     }))]
-    day_key = (db.keyspace, msg.team_id, msg.channel_id, key["day"])
-    if day_key not in _known_days:
+    if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     if msg.thread_ts is not None and msg.thread_ts != msg.ts:
         writes.append((INSERT_REPLY, (msg.team_id, msg.channel_id, msg.thread_ts, msg.ts)))
-    for version_ts, text in version_text or ():
+    for version_ts, text in versions:
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
-    for f in msg.files or ():
-        # External files (no url_private, or is_external) stay links in `files`: nothing to fetch.
-        if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external"):
-            writes.append((INSERT_PENDING_FILE, without_none({
-                **key, "shard": file_shard(msg.team_id, msg.channel_id, msg.ts), "file_id": f["id"],
-                "url_private": f["url_private"], "mimetype": _str(f.get("mimetype")), "name": _str(f.get("name")),
-                "wt": write_ts})))
-    run_concurrently(db, writes)
-    _remember_day(day_key)
+    return writes
 
 
 # Days this process has written to slack_channel_days: the row is insert-only (never deleted), so once
@@ -159,10 +211,15 @@ _known_days: dict[tuple, None] = {}
 _KNOWN_DAYS_MAX = 100_000
 
 
-def _remember_day(day_key: tuple) -> None:
+def _day_key(db: Database, msg: NewMessage) -> tuple[str, str, str, int]:
+    return (db.keyspace, msg.team_id, msg.channel_id, day_of(msg.ts))
+
+
+def note_stored(db: Database, msg: NewMessage) -> None:
+    """The writes of `message_writes` all succeeded: the message's day is listed from now on."""
     if len(_known_days) >= _KNOWN_DAYS_MAX:
         _known_days.clear()
-    _known_days[day_key] = None
+    _known_days[_day_key(db, msg)] = None
 
 
 def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int) -> None:
@@ -176,33 +233,25 @@ def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: st
     db.execute(stmt, {**_key(team_id, channel_id, ts), "wt": at, "r": {(emoji, user)}})
 
 
+# -- the file worker's outcome on the message ----------------------------------------------------------------
+
+def file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str) -> bool:
+    """Whether the message already records `file_id` as stored (another worker finished it)."""
+    row = db.execute(SELECT_FILES_STORED, (team_id, channel_id, day_of(ts), ts)).one()
+    return row is not None and bool(row.files_stored) and file_id in row.files_stored
+
+
+def record_file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, uri: str) -> None:
+    db.execute(RECORD_FILE_STORED, (file_id, uri, team_id, channel_id, day_of(ts), ts))
+
+
+def record_file_failed(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, error: str) -> None:
+    db.execute(RECORD_FILE_FAILED, (file_id, error, team_id, channel_id, day_of(ts), ts))
+
+
 # -- reads ------------------------------------------------------------------------------------------------
 
-def row_to_message(row: Any, *, include_deleted: bool) -> dict[str, Any] | None:
-    """The API form of a message row; None for a row to hide (deleted, or only early state, no message yet)."""
-    if row.msg_ts is None or (row.deleted and not include_deleted):
-        return None
-    reactions: dict[str, list[str]] = {}
-    for emoji, user in sorted(row.reactions or ()):
-        reactions.setdefault(emoji, []).append(user)
-    out: dict[str, Any] = {
-        "ts": us_to_ts(row.ts), "channel_id": row.channel_id, "user": row.user_id, "text": row.text,
-        "subtype": row.subtype, "bot_id": row.bot_id, "username": row.username,
-        "thread_ts": us_to_ts(row.thread_ts) if row.thread_ts is not None else None,
-        "edited_ts": us_to_ts(row.edited_ts) if row.edited_ts is not None else None,
-        "files": json.loads(row.files) if row.files else None,
-        "files_stored": dict(row.files_stored) if row.files_stored else None,
-        "files_fetch_failed": True if row.files_fetch_failed else None,
-        "files_fetch_error": dict(row.files_fetch_error) if row.files_fetch_error else None,
-        "reactions": [{"name": e, "users": u, "count": len(u)} for e, u in reactions.items()] or None,
-    }
-    if row.deleted:
-        out["deleted"] = True
-        out["deleted_ts"] = us_to_ts(row.deleted_ts) if row.deleted_ts is not None else None
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def get_message_row(db: Database, team_id: str, channels: list[str], ts: int) -> Any | None:
+def _row(db: Database, team_id: str, channels: list[str], ts: int) -> Any | None:
     """The row of message `ts` in the first channel of the id chain that has it (new id, then older ids)."""
     for channel_id in channels:
         row = db.execute(SELECT_ONE, (team_id, channel_id, day_of(ts), ts)).one()
@@ -211,15 +260,28 @@ def get_message_row(db: Database, team_id: str, channels: list[str], ts: int) ->
     return None
 
 
-def versions(db: Database, row: Any) -> list[dict[str, str]]:
-    """Every version of the message's text with the time it became current, oldest first: the original (kept
-    on the message row) plus the versions recorded by edits (each edit stores its new and previous text)."""
+def find(db: Database, team_id: str, channels: list[str], ts: int, *, include_deleted: bool) -> Message | None:
+    """Message `ts` over the channel's id chain; None when absent (or deleted, unless include_deleted)."""
+    row = _row(db, team_id, channels, ts)
+    message = Message.from_row(row) if row is not None else None
+    return message if message is not None and message.shown(include_deleted) else None
+
+
+def find_with_history(db: Database, team_id: str, channels: list[str], ts: int, *, include_deleted: bool
+                      ) -> tuple[Message, list[dict[str, str]]] | None:
+    """Message `ts` and every version of its text with the time it became current, oldest first: the
+    original (kept on the message row) plus the versions recorded by edits (each stores its new and
+    previous text)."""
+    row = _row(db, team_id, channels, ts)
+    message = Message.from_row(row) if row is not None else None
+    if message is None or not message.shown(include_deleted):
+        return None
     found = {r.version_ts: r.text for r in db.execute(SELECT_VERSIONS, (row.team_id, row.channel_id, row.ts))}
     if row.original_text is not None:
         found.setdefault(row.ts, row.original_text)
     if not found and row.text is not None:
         found[row.ts] = row.text
-    return [{"ts": us_to_ts(t), "text": found[t]} for t in sorted(found)]
+    return message, [{"ts": us_to_ts(t), "text": found[t]} for t in sorted(found)]
 
 
 # Bounds on one timeline request: days listed per channel id, rows read in all. A page stops early (with a
@@ -240,7 +302,7 @@ def start_day_listing(db: Database, team_id: str, channel_id: str, *, upper: int
 
 def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upper: int = MAX_US,
              lower: int = MIN_US, ascending: bool = False, include_deleted: bool = False,
-             prefetched: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int | None]:
+             prefetched: dict[str, Any] | None = None) -> tuple[list[Message], int | None]:
     """Messages with lower < ts < upper, newest first (or oldest first), over the channel's id chain.
 
     Returns (page, next position): the exclusive ts bound of the next page, None when there is no more.
@@ -269,7 +331,7 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     if horizon is not None:
         days = [d for d in days if not ahead(horizon, d)]
 
-    page: list[dict[str, Any]] = []
+    page: list[Message] = []
     scanned = 0
     # The first read of each (day, channel) is pipelined: up to `depth` days in flight, the depth doubling
     # each time a day turns out to hold fewer rows than asked (a quiet channel), so a page over 50 quiet days
@@ -315,12 +377,12 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
         for row in day_rows:
             if floor is not None and ahead(floor, row.ts):
                 break
-            item = row_to_message(row, include_deleted=include_deleted)
-            if item is None:
+            message = Message.from_row(row)
+            if message is None or not message.shown(include_deleted):
                 continue
             if len(page) == limit:
-                return page, ts_us(page[-1])
-            page.append(item)
+                return page, page[-1].ts
+            page.append(message)
         if floor is not None:  # stopped inside this day: continue from the stop point
             return page, floor
     if horizon is not None:
@@ -332,12 +394,8 @@ def _visible(row: Any, include_deleted: bool) -> bool:
     return row.msg_ts is not None and (include_deleted or not row.deleted)
 
 
-def ts_us(message: dict[str, Any]) -> int:
-    return ts_to_us(message["ts"])
-
-
 def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, limit: int, after: int,
-           include_deleted: bool) -> tuple[list[dict[str, Any]], int | None]:
+           include_deleted: bool) -> tuple[list[Message], int | None]:
     """Replies of a thread with ts > after, oldest first: one partition read of slack_thread_replies per
     channel id, then the message rows by primary key (one `ts IN` query per day the page spans)."""
     reply_ts: set[tuple[int, str]] = set()
@@ -353,5 +411,5 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
     futures = [db.execute_async(SELECT_SOME, (team_id, ch, day, tss)) for (ch, day), tss in groups.items()]
     rows = [row for f in futures for row in f.result()]
     rows.sort(key=lambda r: r.ts)
-    page = [m for m in (row_to_message(r, include_deleted=include_deleted) for r in rows) if m]
+    page = [m for m in map(Message.from_row, rows) if m is not None and m.shown(include_deleted)]
     return page, (ordered[-1][0] if more and ordered else None)

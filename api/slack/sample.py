@@ -1,4 +1,4 @@
-"""A small built-in sample workspace, loaded through the same ingest path as live Slack events.
+"""A small built-in sample workspace, loaded through the same parse and ingest path as live Slack events.
 
 Idempotent: every write is keyed and timestamped by event time, so loading twice changes nothing.
 """
@@ -9,7 +9,8 @@ from typing import Any
 
 from api.config import Settings
 from api.db import Database, get_db
-from api.slack.events import handle_envelope
+from api.slack.events import handle
+from api.slack.payloads import parse
 
 TEAM = "TSAMPLE"
 GENERAL, RANDOM, OLD = "CSAMPLEGEN", "CSAMPLERND", "CSAMPLEOLD"
@@ -72,6 +73,6 @@ def load_sample(db: Database | None = None, settings: Settings | None = None) ->
     for i, event in enumerate(sample_events()):
         env = {"type": "event_callback", "team_id": TEAM, "api_app_id": "ASAMPLE", "event_id": f"EvSAMPLE{i:04d}",
                "event_time": int(float(event.get("event_ts") or event["ts"])), "event": event}
-        outcomes.append(handle_envelope(db, settings, env))
+        outcomes.append(handle(db, settings, parse(env)))
     return {"team_id": TEAM, "channels": [GENERAL, RANDOM, OLD], "events": len(outcomes),
             "stored": sum(1 for o in outcomes if o == "stored")}

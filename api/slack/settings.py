@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from api.config import env, parse_mapping
-from api.node.manager import state_dir
+from api.config import env, parse_mapping, state_dir
 
 
 @dataclasses.dataclass(frozen=True)

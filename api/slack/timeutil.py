@@ -6,7 +6,9 @@ import re
 
 US_PER_SECOND = 1_000_000
 US_PER_DAY = 86_400 * US_PER_SECOND
-_TS_RE = re.compile(r"^\d{1,12}(\.\d{1,6})?$")
+# ASCII digits only, the whole string: the pattern the OpenAPI document states for every ts parameter.
+TS_PATTERN = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
+_TS_RE = re.compile(TS_PATTERN)
 
 
 class BadTimestamp(ValueError):
@@ -21,7 +23,7 @@ def ts_to_us(value: str | int | float) -> int:
         if not 0 <= value < 10**12:  # also rejects NaN; keeps µs within the bigint columns
             raise BadTimestamp(f"not a Slack timestamp: {value!r}")
         return value * US_PER_SECOND if isinstance(value, int) else round(value * US_PER_SECOND)
-    if not isinstance(value, str) or not _TS_RE.match(value):
+    if not isinstance(value, str) or not _TS_RE.fullmatch(value):
         raise BadTimestamp(f"not a Slack timestamp: {value!r}")
     seconds, _, frac = value.partition(".")
     return int(seconds) * US_PER_SECOND + int((frac + "000000")[:6])
@@ -38,4 +40,4 @@ def day_of(us: int) -> int:
 
 
 def is_ts(value: object) -> bool:
-    return isinstance(value, str) and bool(_TS_RE.match(value))
+    return isinstance(value, str) and _TS_RE.fullmatch(value) is not None

@@ -6,7 +6,7 @@ from api.network.settings import network_settings
 from tests.network.reference import Reference
 
 Q6_QUERIES = ["love", "the", "love tour", "LOVE Tour", "Straße", "CAFÉ", "mañana the", "happy birthday world",
-              "the a to of and", "zebra", "nonexistentword", "love nonexistentword"]
+              "the a to of and", "the a to of and love", "zebra", "nonexistentword", "love nonexistentword"]
 
 
 def sample_accounts(ref: Reference, extra: tuple[int, ...] = ()) -> list[int]:

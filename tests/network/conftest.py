@@ -1,28 +1,16 @@
-"""A small generated network, cleaned and loaded once per run, and its brute-force reference."""
+"""Fixtures of the network tests: a small generated network (files made once per run), loaded as a shared
+read-only network and as networks of their own for tests that change data; network settings per test."""
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from api.network import cleaning, generator, loader
-from api.network.settings import NetworkSettings, set_network_settings
-from tests.network.reference import Reference
-
-NETWORK = "testnet"
-ADMIN = {"Authorization": "Bearer test-admin-token"}
-
-
-@dataclasses.dataclass
-class Net:
-    name: str
-    raw_edges: Path
-    raw_posts: Path
-    clean: Path
-    ref: Reference
+from api.network import cleaning, generator
+from api.network.settings import NetworkSettings, network_settings, set_network_settings
+from tests.network.helpers import CAP, Net, load_net
 
 
 @pytest.fixture(scope="session")
@@ -35,16 +23,22 @@ def net_files():
         yield edges, posts, d / "clean"
 
 
+@pytest.fixture(autouse=True)
+def hybrid_off():
+    """Every network test starts with hybrid off and the small cap, and leaves the settings as it found them."""
+    previous = network_settings()
+    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    yield
+    set_network_settings(previous)
+
+
 @pytest.fixture(scope="session")
 def net(db, net_files) -> Net:
-    edges, posts, clean = net_files
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=40))
-    loader.load_network(db, NETWORK, clean)
-    return Net(NETWORK, edges, posts, clean, Reference(edges, clean))
+    """The network shared by tests that only read: nothing may change it."""
+    return load_net(db, net_files, "testnet")
 
 
 @pytest.fixture
-def hybrid_off():
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=40))
-    yield
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=40))
+def fresh_net(db, net_files) -> Net:
+    """A network of this test's own (same files, its own name and reference), free to change."""
+    return load_net(db, net_files)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from api.slack.files import LocalStore, object_key
-from tests.slack.conftest import SHARED_SECRET, channel_event, created, envelope, msg, post_event, sign
+from tests.slack.helpers import SHARED_SECRET, channel_event, created, envelope, msg, post_event, sign
 
 READ = {"Authorization": "Bearer token-all"}
 PUBLIC_ONLY = {"Authorization": "Bearer token-t1"}

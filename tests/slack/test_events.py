@@ -6,13 +6,7 @@ import dataclasses
 import json
 import time
 
-from tests.slack.conftest import ALL, SHARED_SECRET, envelope, msg, post_envelope, post_event, sign
-
-
-def timeline(client, team, channel, **params):
-    r = client.get(f"/slack/teams/{team}/channels/{channel}/messages", headers=ALL, query_string=params)
-    assert r.status_code == 200, r.json
-    return r.json["messages"]
+from tests.slack.helpers import ALL, SHARED_SECRET, envelope, msg, post_envelope, post_event, sign, timeline
 
 
 def test_url_verification_answers_the_challenge(client):
@@ -165,10 +159,14 @@ def test_hostile_values_are_400_not_500(client, unique_channel):
     huge = {"type": "event_callback", "team_id": "T1", "event_id": "EvHUGE", "event_time": 10**30,
             "event": msg(c, "1700000000.000100", "x")}
     assert post_envelope(client, huge).status_code == 400
-    for ets in (1e300, -5, 10**20, True):
-        r = post_event(client, "T1", {"type": "channel_deleted", "channel": c, "event_ts": ets})
-        assert r.status_code in (200, 400), ets
-        assert r.status_code == 400 or ets is True
+    # An event_ts that is present but not a Slack timestamp is refused whatever its JSON type (Slack always
+    # sends a string): out of range, negative, or a boolean, which is not a time at all. The envelope's own
+    # event_time is valid, so it is event_ts that is refused.
+    for ets in (1e300, -5, 10**20, True, {"ts": "1700000000.000000"}):
+        r = post_event(client, "T1", {"type": "channel_deleted", "channel": c, "event_ts": ets},
+                       event_time=1_700_000_000)
+        assert r.status_code == 400, ets
+        assert "not a Slack timestamp" in r.json["message"]
     r = post_event(client, "T1", {"type": "channel_created", "event_ts": "1700000000.000000",
                                   "channel": {"id": c, "name": "n", "created": 10**40}})
     assert r.status_code == 200  # an absurd `created` is ignored, the event time is used
@@ -208,3 +206,38 @@ def test_raw_event_is_kept_compressed(client, db, settings, unique_channel):
     raw = bytes(row.raw)
     assert json.loads(zstandard.ZstdDecompressor().decompress(raw)) == env
     assert len(raw) < len(json.dumps(env))
+
+
+def test_events_path_comes_from_the_app_settings(settings, db):
+    """CHRONICLE_SLACK_EVENTS_PATH (Settings.slack_events_path) moves the receiver and its OpenAPI entry."""
+    from api.app import create_app
+
+    app = create_app(dataclasses.replace(settings, slack_events_path="/hooks/slack-events"), database=db)
+    client = app.test_client()
+    paths = client.get("/openapi.json").json["paths"]
+    assert "/hooks/slack-events" in paths and "/slack/events" not in paths
+    assert "requestBody" in paths["/hooks/slack-events"]["post"]
+    body = json.dumps({"type": "url_verification", "challenge": "moved"}).encode()
+    r = client.post("/hooks/slack-events", data=body, headers=sign(body, SHARED_SECRET))
+    assert r.status_code == 200 and r.json == {"challenge": "moved"}
+    assert "Server-Timing" in r.headers
+    assert client.post("/slack/events", data=body, headers=sign(body, SHARED_SECRET)).status_code == 404
+
+
+def test_malformed_message_is_400_in_an_archived_channel_and_ignored_in_a_dm(client, unique_channel):
+    """The channel policy comes first: a DM's content is never looked at, an archived channel's must be valid."""
+    for subtype in (None, "message_changed", "message_deleted"):
+        event = {"type": "message", "channel": unique_channel(), "channel_type": "channel", "ts": "soon"}
+        if subtype:
+            event.update(subtype=subtype, deleted_ts="later", message={"ts": "soon"})
+        r = post_event(client, "T1", event)
+        assert r.status_code == 400 and "not a Slack timestamp" in r.json["message"], subtype
+        r = post_event(client, "T1", {**event, "channel": unique_channel("D"), "channel_type": "im"})
+        assert r.status_code == 200 and r.json["outcome"] == "ignored: channel not archived", subtype
+
+
+def test_other_envelope_types_are_acknowledged(client):
+    body = json.dumps({"type": "app_rate_limited", "team_id": "T1", "minute_rate_limited": 1518467820}).encode()
+    r = client.post("/slack/events", data=body,
+                    headers={**sign(body, SHARED_SECRET), "X-Slack-Retry-Num": "1"})
+    assert r.status_code == 200 and r.json == {"ok": True, "outcome": "ignored: envelope type"}

@@ -11,7 +11,7 @@ import pytest
 from api.slack.files import FileWorker, LocalStore, S3Store
 from api.slack.settings import SlackSettings
 from tests.fakes.slack_file_host import FakeSlackFileHost, content_for
-from tests.slack.conftest import ALL, post_event
+from tests.slack.helpers import ALL, post_event
 
 TOKEN = "xoxb-test-token"
 

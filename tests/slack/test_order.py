@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from tests.slack.conftest import (
+from tests.slack.helpers import (
     ALL,
     channel_event,
     created,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.paging import sign_cursor, verify_cursor
-from tests.slack.conftest import ALL, T1_ONLY, channel_event, created, delete, msg, post_event, rename
+from tests.slack.helpers import ALL, T1_ONLY, channel_event, created, delete, msg, post_event, rename
 
 DAY = 86_400
 
@@ -256,3 +256,40 @@ def test_pages_through_mostly_deleted_days_and_an_id_chain(client, unique_channe
     # The old id alone still shows only its own messages.
     assert [s for p in pages(client, "TDEL", old, limit=200) for s in p] == sorted(
         [s for s in visible if s in stamps[old]], reverse=True)
+
+
+def test_openapi_states_the_slack_input_rules(client):
+    """Patterns of ids and timestamps, the cursor's format, and 400 for a bad cursor are in the document."""
+    from api.slack.codec import ID_PATTERN
+    from api.slack.timeutil import TS_PATTERN
+
+    spec = client.get("/openapi.json").json
+    base = "/slack/teams/{team_id}/channels/{channel_id}"
+    for path, names in ((f"{base}/messages/{{ts}}", ("team_id", "channel_id", "ts")),
+                        (f"{base}/threads/{{thread_ts}}", ("team_id", "channel_id", "thread_ts")),
+                        ("/slack/teams/{team_id}/channels", ("team_id",))):
+        declared = {p["name"]: p for p in spec["paths"][path].get("parameters", [])
+                    + spec["paths"][path]["get"].get("parameters", []) if p["in"] == "path"}
+        for name in names:
+            pattern = TS_PATTERN if name.endswith("ts") else ID_PATTERN
+            assert declared[name]["schema"]["pattern"] == pattern, (path, name)
+            assert declared[name]["required"] is True
+    timeline_op = spec["paths"][f"{base}/messages"]["get"]
+    query = {p["name"]: p["schema"] for p in timeline_op["parameters"] if p["in"] == "query"}
+    assert query["before"]["pattern"] == query["after"]["pattern"] == TS_PATTERN
+    assert query["cursor"]["maxLength"] == 2048 and query["cursor"]["pattern"]
+    for op in (timeline_op, spec["paths"][f"{base}/threads/{{thread_ts}}"]["get"]):
+        assert "cursor" in op["responses"]["400"]["description"]
+
+
+def test_values_outside_the_documented_patterns_are_refused(client, busy):
+    channel, _ = busy
+    base = f"/slack/teams/TREAD/channels/{channel}"
+    # A trailing newline or non-ASCII digits match no documented pattern: refused, never served.
+    assert client.get(f"{base}/messages/{ts(3600)}%0A", headers=ALL).status_code == 404
+    assert client.get(f"{base}/messages/١٧٠٠٠٠٠٠٠٠", headers=ALL).status_code == 404
+    assert client.get(f"/slack/teams/TREAD%0A/channels/{channel}/messages", headers=ALL).status_code == 404
+    r = client.get(f"{base}/messages", headers=ALL, query_string={"before": "1700000000\n"})
+    assert r.status_code == 422
+    r = client.get(f"{base}/messages", headers=ALL, query_string={"cursor": "x" * 3000})
+    assert r.status_code == 400 and r.json["code"] == 400

@@ -7,7 +7,7 @@ import re
 from cassandra.query import SimpleStatement
 
 from api.slack.timeutil import day_of, ts_to_us
-from tests.slack.conftest import channel_event, created, msg, post_event, rename
+from tests.slack.helpers import channel_event, created, msg, post_event, rename
 
 
 def tombstones_read(db, cql: str, params: tuple) -> int:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.network.settings import NetworkSettings, network_settings, set_network_settings
-from tests.network.test_1_cleaning import load_script
+from tests.network.helpers import CAP, load_script
 
 SCRIPTS = ("runtime_scripts/load_network.py", "runtime_scripts/insert_new_tweets.py",
            "runtime_scripts/init_cache_for_user.py", "runtime_scripts/compute_rankings.py",
@@ -37,45 +37,42 @@ def test_help_everywhere(scripts):
 
 def test_queries_through_scripts(net, scripts):
     ref, q = net.ref, scripts["network_query"]
-    set_network_settings(NetworkSettings(hybrid_threshold=ref.q2(5)[-1][1], cache_cap=40))
-    try:
-        for account, _ in ref.q2(6):
-            got = run(q, "--network", net.name, "q1", "--account-id", account)
-            assert [p["post_id"] for p in got] == ref.q1(account)
-            for order in ("newest", "likes"):
-                home = run(q, "--network", net.name, "q4", "--account-id", account, "--order", order)
-                followers, follows, want = ref.q4(account, order, network_settings().cache_cap)
-                assert [p["post_id"] for p in home["posts"]] == want
-                assert (home["account"]["follower_count"], home["account"]["follows_count"]) == (followers, follows)
-        for words in (["love"], ["LOVE", "tour"], ["happy", "birthday", "world"]):
-            got = run(q, "--network", net.name, "q6", *words)
-            assert [p["post_id"] for p in got["posts"]] == ref.q6([w.casefold() for w in words])
-        run(q, "--network", net.name, "q6", "a", "b", "c", "d", "e", "f", code=2)
-        run(q, "--network", net.name, "q1", "--account-id", 1, code=4)
-    finally:
-        set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=40))
+    set_network_settings(NetworkSettings(hybrid_threshold=ref.q2(5)[-1][1], cache_cap=CAP))
+    for account, _ in ref.q2(6):
+        got = run(q, "--network", net.name, "q1", "--account-id", account)
+        assert [p["post_id"] for p in got] == ref.q1(account)
+        for order in ("newest", "likes"):
+            home = run(q, "--network", net.name, "q4", "--account-id", account, "--order", order)
+            followers, follows, want = ref.q4(account, order, network_settings().cache_cap)
+            assert [p["post_id"] for p in home["posts"]] == want
+            assert (home["account"]["follower_count"], home["account"]["follows_count"]) == (followers, follows)
+    for words in (["love"], ["LOVE", "tour"], ["happy", "birthday", "world"]):
+        got = run(q, "--network", net.name, "q6", *words)
+        assert [p["post_id"] for p in got["posts"]] == ref.q6([w.casefold() for w in words])
+    run(q, "--network", net.name, "q6", "...", code=2)
+    run(q, "--network", net.name, "q1", "--account-id", 1, code=4)
 
 
-def test_rankings_script_appends_snapshots(net, scripts):
+def test_rankings_script_appends_snapshots(fresh_net, scripts):
+    net = fresh_net
     ref, q = net.ref, scripts["network_query"]
-    first = CliRunner().invoke(q.main, ["--network", net.name, "q2", "--history", "1000"])
-    assert first.exit_code in (0, 4)  # 4: no snapshot yet when this module runs alone
-    before = json.loads(first.stdout) if first.exit_code == 0 else []
+    run(q, "--network", net.name, "q2", "--history", 1000, code=4)  # a new network has no snapshot yet
     dry = run(scripts["compute_rankings"], "--network", net.name, "--dry-run")
     assert [(a["account_id"], a["follower_count"]) for a in dry["accounts"]] == ref.q2()
-    if before:
-        assert len(run(q, "--network", net.name, "q2", "--history", 1000)) == len(before)
+    assert [(a["account_id"], a["follows_top"]) for a in dry["followers"]] == ref.q3()
+    run(q, "--network", net.name, "q2", "--history", 1000, code=4)  # the dry run appended nothing
     snap = run(scripts["compute_rankings"], "--network", net.name)
     assert [(a["account_id"], a["follower_count"]) for a in snap["accounts"]] == ref.q2()
     assert [(a["account_id"], a["follows_top"]) for a in snap["followers"]] == ref.q3()
     after = run(q, "--network", net.name, "q2", "--history", 1000)
-    assert len(after) == len(before) + 1 and after[0]["snapshot_id"] == snap["snapshot_id"]
+    assert [a["snapshot_id"] for a in after] == [snap["snapshot_id"]]
     latest = run(q, "--network", net.name, "q3")
     assert [(a["account_id"], a["follows_top"]) for a in latest["followers"]] == ref.q3()
     run(q, "--network", net.name, "q2", "--at", "2001-01-01T00:00:00Z", code=4)
 
 
-def test_insert_new_tweets_and_init_cache(net, scripts, tmp_path):
+def test_insert_new_tweets_and_init_cache(fresh_net, scripts, tmp_path):
+    net = fresh_net
     ref, q = net.ref, scripts["network_query"]
     author = next(a for a, _ in ref.q2(100)[40:] if ref.followers(a))
     readers = sorted(ref.followers(author))[:4]

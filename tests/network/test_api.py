@@ -1,18 +1,13 @@
 """The API against the brute-force reference, through posts, follows, unfollows, likes and deletes, with the
-hybrid threshold off and on. Tests in this module run in order and share the network's state."""
+hybrid threshold off and on. Each test that changes data works on a network of its own (`fresh_net`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from api.network.settings import NetworkSettings, set_network_settings
 from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
-from tests.network.conftest import ADMIN
-
-CAP = 40
-STATE: dict = {}
+from tests.network.helpers import ADMIN, CAP
 
 
 def hybrid(on: bool, ref) -> int:
@@ -29,12 +24,6 @@ def check_all(client, net, extra=()) -> None:
         hybrid(on, ref)
         check_home(client, net.name, ref, accounts)
     check_search(client, net.name, ref)
-
-
-@pytest.fixture(autouse=True)
-def _restore(net):
-    yield
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
 
 
 def _pick(ref):
@@ -64,48 +53,51 @@ def test_errors_and_openapi(net, client):
     assert client.post(f"/networks/{n}/posts", json={"author_id": 1, "content": "x"}, headers=ADMIN
                        ).status_code == 404
     assert client.post(f"/networks/{n}/posts", json={"author_id": some}, headers=ADMIN).status_code == 422
-    assert client.get(f"/networks/{n}/search?q=a+b+c+d+e+f").status_code == 422
-    assert client.get(f"/networks/{n}/search?q=...").status_code == 422
+    assert client.get(f"/networks/{n}/search?q=").status_code == 422
+    assert client.get(f"/networks/{n}/search", query_string={"q": "x" * 201}).status_code == 422
+    assert client.get(f"/networks/{n}/search?q=...").json == {"words": [], "posts": []}
     assert client.get(f"/networks/{n}/accounts/{some}/home?order=random").status_code == 422
-    assert client.get(f"/networks/{n}/accounts/{some}/posts?cursor=forged.cursor").status_code == 422
+    assert client.get(f"/networks/{n}/accounts/{some}/posts?cursor=forged.cursor").status_code == 400
     assert client.get("/networks/other-net/rankings/top-accounts").status_code == 404
     spec = client.get("/openapi.json").json
     for path in ("/networks/{network}/accounts/{account_id}/home", "/networks/{network}/search",
-                 "/networks/{network}/rankings/top-accounts", "/networks/{network}/rankings/top-followers",
+                 "/networks/{network}/rankings/{ranking}", "/networks/{network}/rankings/{ranking}/history",
                  "/networks/{network}/posts", "/networks/{network}/posts/{post_id}/likes/{user_id}",
                  "/networks/{network}/accounts/{account_id}/follows/{target_id}"):
         assert path in spec["paths"], path
 
 
-def test_posts_fan_out_and_hybrid_merge(net, client):
+def _post(client, net, author: int, text: str, when: str | None = None) -> dict:
+    body = {"author_id": author, "content": text} | ({"posted_at": when} if when else {})
+    r = client.post(f"/networks/{net.name}/posts", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.json
+    post = r.json["post"]
+    net.ref.add_post(post["post_id"], author, datetime.fromisoformat(post["posted_at"]).astimezone(UTC), text)
+    return r.json
+
+
+def test_posts_fan_out_and_hybrid_merge(fresh_net, client):
+    net = fresh_net
     ref = net.ref
     celeb, author, user, unfollowed = _pick(ref)
-    STATE.update(celeb=celeb, author=author, user=user, unfollowed=unfollowed)
     threshold = hybrid(True, ref)
     assert len(ref.followers(celeb)) >= threshold > len(ref.followers(author))
     # Build caches first, so fan-out (not a first-read build) has to carry the new posts.
     check_home(client, net.name, ref, sorted(ref.followers(author))[:5] + sorted(ref.followers(celeb))[:5])
-    made = []
     for who, text, when in ((author, "Zebra crossing love", None), (celeb, "Zebra celebrity tour LOVE", None),
                             (author, "An old zebra memory", "2016-06-01T12:00:00Z")):
-        body = {"author_id": who, "content": text} | ({"posted_at": when} if when else {})
-        r = client.post(f"/networks/{net.name}/posts", json=body, headers=ADMIN)
-        assert r.status_code == 201, r.json
-        post = r.json["post"]
-        expected = 0 if who == celeb else len(ref.followers(who))
-        assert r.json["fanned_out_to"] == expected
-        ref.add_post(post["post_id"], who, datetime.fromisoformat(post["posted_at"]).astimezone(UTC), text)
-        made.append(post["post_id"])
-        assert client.get(f"/networks/{net.name}/posts/{post['post_id']}").json["content"] == text
-    STATE["new_posts"] = made
+        created = _post(client, net, who, text, when)
+        assert created["fanned_out_to"] == (0 if who == celeb else len(ref.followers(who)))
+        assert client.get(f"/networks/{net.name}/posts/{created['post']['post_id']}").json["content"] == text
     check_all(client, net, extra=sorted(ref.followers(author))[:5] + sorted(ref.followers(celeb))[:5])
     check_posts(client, net.name, ref, author)
     check_posts(client, net.name, ref, celeb)
 
 
-def test_follow_and_unfollow(net, client):
+def test_follow_and_unfollow(fresh_net, client):
+    net = fresh_net
     ref = net.ref
-    user, author, unfollowed, celeb = STATE["user"], STATE["author"], STATE["unfollowed"], STATE["celeb"]
+    celeb, author, user, unfollowed = _pick(ref)
     hybrid(False, ref)
     check_home(client, net.name, ref, [user])  # the cache exists before the follow
     r = client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN)
@@ -132,9 +124,10 @@ def test_follow_and_unfollow(net, client):
     assert {a["account_id"] for a in listed} == ref.follows(user)
 
 
-def test_likes_and_unlikes(net, client):
+def test_likes_and_unlikes(fresh_net, client):
+    net = fresh_net
     ref = net.ref
-    author = STATE["author"]
+    celeb, author, _user, _unfollowed = _pick(ref)
     hybrid(False, ref)
     check_home(client, net.name, ref, sorted(ref.followers(author))[:6])
     target = ref.q1(author)[-1]  # an old post: likes must reach caches holding it, and only those
@@ -150,21 +143,23 @@ def test_likes_and_unlikes(net, client):
     r = client.delete(f"/networks/{net.name}/posts/{existing[0]}/likes/{existing[1]}", headers=ADMIN)
     ref.unlike(*existing)
     assert r.status_code == 200 and r.json["like_count"] == ref.like_count(existing[0])
-    celeb_post = ref.q1(STATE["celeb"])[3]
+    celeb_post = ref.q1(celeb)[3]
     hybrid(True, ref)
     for u in fans[:10]:
         assert client.put(f"/networks/{net.name}/posts/{celeb_post}/likes/{u}", headers=ADMIN).status_code == 200
         ref.like(celeb_post, u)
-    check_all(client, net, extra=sorted(ref.followers(author))[:6] + sorted(ref.followers(STATE["celeb"]))[:4])
+    check_all(client, net, extra=sorted(ref.followers(author))[:6] + sorted(ref.followers(celeb))[:4])
 
 
-def test_delete_posts(net, client):
+def test_delete_posts(fresh_net, client):
+    net = fresh_net
     ref = net.ref
-    author, celeb = STATE["author"], STATE["celeb"]
+    celeb, author, _user, _unfollowed = _pick(ref)
     hybrid(False, ref)
     readers = sorted(ref.followers(author))[:6]
     check_home(client, net.name, ref, readers)
-    victims = [STATE["new_posts"][0], ref.q1(author)[1], ref.q1(celeb)[0], ref.q1(ref.q2(3)[2][0])[0]]
+    new_post = _post(client, net, author, "A post deleted soon after")["post"]["post_id"]
+    victims = [new_post, ref.q1(author)[1], ref.q1(celeb)[0], ref.q1(ref.q2(3)[2][0])[0]]
     for post_id in dict.fromkeys(victims):
         r = client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN)
         assert r.status_code == 200, r.json
@@ -176,7 +171,8 @@ def test_delete_posts(net, client):
         check_posts(client, net.name, ref, account)
 
 
-def test_rankings_time_series(net, client):
+def test_rankings_time_series(fresh_net, client):
+    net = fresh_net
     ref = net.ref
     first = client.post(f"/networks/{net.name}/rankings", headers=ADMIN)
     assert first.status_code == 201
@@ -212,9 +208,10 @@ def test_rankings_time_series(net, client):
     check_all(client, net, extra=[climber])
 
 
-def test_authors_crossing_the_hybrid_threshold(net, client):
+def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     """An author falling below the threshold gets fanned out (its followers' caches were built without its
     posts); one rising above it is merged at read time (its old cache rows are ignored, not duplicated)."""
+    net = fresh_net
     ref = net.ref
     ranked = [a for a, _ in ref.q2(100)]
     faller = next(a for a in ranked[10:] if ref.q1(a) and len(ref.followers(a)) >= 3)
@@ -238,7 +235,8 @@ def test_authors_crossing_the_hybrid_threshold(net, client):
     check_home(client, net.name, ref, its_readers + [newcomer])
 
 
-def test_rebuild_endpoint_and_relation_lists(net, client):
+def test_rebuild_endpoint_and_relation_lists(fresh_net, client):
+    net = fresh_net
     ref = net.ref
     account = next(u for u in sorted(ref.usernames) if ref.follows(u))
     assert client.post(f"/networks/{net.name}/accounts/{account}/home/rebuild").status_code == 401

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from api.network import cleaning, generator, loader
-from api.network.posts import PUT_WORD
-from tests.network.conftest import ADMIN
+from api.network.search import PUT_WORD
+from tests.network.helpers import ADMIN
 
 NETWORK = "badnet"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import csv
-import importlib.util
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,15 +11,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from api.network import cleaning
+from tests.network.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_script(relative: str):
-    spec = importlib.util.spec_from_file_location(relative.replace("/", "_").removesuffix(".py"), ROOT / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def raw_edges(path: Path) -> set[tuple[int, int]]:

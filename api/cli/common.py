@@ -1,0 +1,100 @@
+"""What every `chronicle` command shares: exit codes, JSON output, error handling, rich progress bars.
+
+Exit codes, the same for every command (each command's help says which of them it uses):
+
+  0  done
+  1  failed: a bad input file, a write or a migration failed, some files failed (file worker), a node failed
+  2  usage error or bad configuration
+  3  Cassandra unreachable, or (node commands) a prerequisite is missing: Java, Maven, disk space, a free port
+  4  not found: an account, post or ranking snapshot
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, NoReturn
+
+import click
+from cassandra.cluster import NoHostAvailable
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from api.node.common import NodeError, PrerequisiteError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND = 0, 1, 2, 3, 4
+EXIT_PREREQUISITE = EXIT_UNREACHABLE  # node commands: what they need is missing (Java, Maven, disk, a port)
+EXIT_NODE_FAILED = EXIT_FAILED
+EXIT_CODES_DOC = ("Exit codes: 0 done, 1 failed (bad input, a write, a migration or a node failed), "
+                  "2 usage error or bad configuration, 3 Cassandra unreachable or a node prerequisite missing "
+                  "(Java, Maven, disk space, a free port), 4 account/post/snapshot not found.")
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "to_json"):  # domain values (Post, Account, ...) know their JSON form
+        return value.to_json()
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def emit(data: Any) -> None:
+    """Print `data` as indented JSON on stdout (datetimes as ISO 8601 UTC)."""
+    click.echo(json.dumps(data, default=_default, ensure_ascii=False, indent=1))
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print `error: <message>` on stderr and exit with `code`."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextlib.contextmanager
+def fail_on(*errors: type[BaseException], code: int = EXIT_FAILED, prefix: str = "") -> Iterator[None]:
+    """Turn the given exceptions into `error: <prefix><exception>` and exit `code`."""
+    try:
+        yield
+    except errors as exc:
+        fail(f"{prefix}{exc}", code)
+
+
+@contextlib.contextmanager
+def cassandra_errors(where: str | None = None) -> Iterator[None]:
+    """Cassandra unreachable (no host answers) -> exit 3 with the driver's reason."""
+    at = f" at {where}" if where else ""
+    with fail_on(NoHostAvailable, code=EXIT_UNREACHABLE, prefix=f"Cassandra unreachable{at}: "):
+        yield
+
+
+@contextlib.contextmanager
+def node_errors() -> Iterator[None]:
+    """A node command's failure -> exit 3 when a prerequisite is missing, else exit 1 (the node failed)."""
+    try:
+        yield
+    except NodeError as exc:
+        fail(str(exc), EXIT_PREREQUISITE if isinstance(exc, PrerequisiteError) else EXIT_NODE_FAILED)
+
+
+@contextlib.contextmanager
+def progress_bars(enabled: bool = True) -> Iterator[Callable[[str, int | None], Callable[[int], None]]]:
+    """Yields factory(description, total) -> advance(n); bars go to stderr so stdout stays JSON."""
+    progress = Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        console=Console(stderr=True), disable=not enabled)
+
+    def factory(description: str, total: int | None) -> Callable[[int], None]:
+        task = progress.add_task(description, total=total, rate="")
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            t = progress.tasks[task]
+            if t.elapsed:
+                progress.update(task, rate=f"{t.completed / t.elapsed:,.0f}/s")
+        return advance
+
+    with progress:
+        yield factory

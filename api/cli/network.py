@@ -1,0 +1,374 @@
+"""`chronicle network ...`: the follower-network archive's admin commands.
+
+  clean-relations  edges file -> accounts.csv + relations.csv      (cleaning_scripts/follower_relations.py)
+  clean-posts      posts CSV -> posts.csv + likes.csv               (cleaning_scripts/tweets.py)
+  generate         look-alike raw files                             (cleaning_scripts/generate_network.py)
+  load             cleaned files -> query tables                    (runtime_scripts/load_network.py)
+  query q1..q6     answer Q1-Q6 as JSON                             (runtime_scripts/network_query.py)
+  post             Q5: new posts with fan-out                       (runtime_scripts/insert_new_tweets.py)
+  init-cache       rebuild one account's home cache                 (runtime_scripts/init_cache_for_user.py)
+  rankings         Q2 + Q3 job: append a top-100 snapshot           (runtime_scripts/compute_rankings.py)
+
+Every command prints JSON on stdout (progress bars go to stderr). Exit codes: see api/cli/common.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from api.cli.common import (
+    CONTEXT,
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    cassandra_errors,
+    emit,
+    fail,
+    fail_on,
+    progress_bars,
+)
+from api.config import Settings
+from api.db import get_db
+from api.network import accounts, actions, cleaning, generator, loader, posts, rankings, search
+from api.network.common import parse_iso
+from api.network.settings import network_settings
+from api.network.values import Account
+
+
+@click.group("network", context_settings=CONTEXT, short_help="Follower networks: clean, load, query, post, rank.")
+def network() -> None:
+    """Follower networks: clean and generate raw files, load them, answer Q1-Q6, post, rebuild caches, rank.
+
+    Exit codes: 0 done, 1 failed (bad input file or a write failed), 2 usage error, 3 Cassandra unreachable,
+    4 account/post/snapshot not found.
+    """
+
+
+# ------------------------------------------------------------------------------------------- cleaning
+
+
+@network.command("clean-relations", context_settings=CONTEXT,
+                 short_help="Follower edges -> accounts.csv + relations.csv.")
+@click.option("--edges", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="space-separated `user follower` pairs (twitter_combined.txt)")
+@click.option("--posts", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="the posts CSV, read only for its author names")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="directory for accounts.csv and relations.csv")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def clean_relations(edges: Path, posts: Path, out_dir: Path, quiet: bool) -> None:
+    """Clean the follower edges into relation rows with usernames; prints a JSON report of what was dropped.
+
+    Edges file (`user follower` per line, e.g. SNAP twitter_combined.txt) -> accounts.csv + relations.csv.
+    Streams the edges (duplicates are removed through 32 spill files, so memory grows with accounts, not edges).
+    The authors of the posts CSV take the ids with the most followers; every other id gets a deterministic
+    generated username. Each distinct edge becomes a "follower" row and a "follows" row.
+
+    Exit codes: 0 done, 1 input unreadable or malformed beyond repair, 2 usage error.
+    """
+    with fail_on(OSError, ValueError, UnicodeError), progress_bars(not quiet) as bars:
+        report = cleaning.clean_relations(edges, posts, out_dir, progress=bars("edges", None))
+    click.echo(json.dumps(report.as_dict(), indent=1))
+
+
+@network.command("clean-posts", context_settings=CONTEXT, short_help="Posts CSV -> posts.csv + likes.csv.")
+@click.option("--posts", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--accounts", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="accounts.csv written by clean-relations (follower_relations.py)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--like-rate", type=click.FloatRange(0, 1), default=0.001, show_default=True,
+              help="likes generated per like counted in number_of_likes")
+@click.option("--seed", type=int, default=4, show_default=True, help="seed of the likers drawn per post")
+@click.option("--date-order", type=click.Choice(["dmy", "mdy"]), default="dmy", show_default=True,
+              help="how to read `04/03/2017`")
+@click.option("--top", type=int, default=100, show_default=True, help="spread posts over this many accounts")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def clean_posts(posts: Path, accounts: Path, out_dir: Path, like_rate: float, seed: int, date_order: str, top: int,
+                quiet: bool) -> None:
+    """Clean the posts and generate likes; prints a JSON report of what was dropped or repaired.
+
+    Posts CSV (author,content,country,date_time,id,language,latitude,longitude,number_of_likes,number_of_shares)
+    -> posts.csv + likes.csv. Repairs ids (scientific-notation and repeated ids get stable hashed ids), converts
+    `dd/mm/yyyy HH:MM` to ISO 8601 UTC, spreads the posts over the 100 accounts with the most followers (the
+    original author is kept as provenance) and writes round(number_of_likes * --like-rate) likes per post from
+    distinct accounts. Drops exact duplicate rows and rows whose date cannot be read, and says so in its report.
+
+    Exit codes: 0 done, 1 input unreadable or missing columns, 2 usage error.
+    """
+    with fail_on(OSError, ValueError, UnicodeError), progress_bars(not quiet) as bars:
+        report = cleaning.clean_posts(posts, accounts, out_dir, like_rate=like_rate, seed=seed,
+                                      date_order=date_order, top=top, progress=bars("posts", None))
+    click.echo(json.dumps(report.as_dict(), indent=1))
+
+
+SCALES = {"small": (400, 4_000, 800), "medium": (8_000, 150_000, 5_000), "full": (81_306, 1_768_149, 52_542)}
+
+
+@network.command("generate", context_settings=CONTEXT, short_help="Write look-alike raw network files.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--scale", type=click.Choice(list(SCALES)), default="small", show_default=True)
+@click.option("--accounts", type=int, help="override the scale's account count")
+@click.option("--edges", type=int, help="override the scale's edge count")
+@click.option("--posts", type=int, help="override the scale's post count")
+@click.option("--seed", type=int, default=4, show_default=True)
+def generate(out_dir: Path, scale: str, accounts: int | None, edges: int | None, posts: int | None,
+             seed: int) -> None:
+    """Generate raw network files of the chosen scale.
+
+    Writes look-alike raw files (twitter_combined.txt, tweets.csv) with the real files' shapes and quirks.
+    `--scale full` matches the real data sets (81,306 accounts, 1,768,149 edges, 52,542 posts);
+    `--scale small` is for tests. Same seed, same files. Exit codes: 0 done, 2 usage error.
+    """
+    a, e, p = SCALES[scale]
+    edges_path, posts_path = generator.generate(out_dir, accounts=accounts or a, edges=edges or e,
+                                                posts=posts or p, seed=seed)
+    click.echo(json.dumps({"edges": str(edges_path), "posts": str(posts_path)}))
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+@network.command("load", context_settings=CONTEXT, short_help="Load cleaned files into the query tables.")
+@click.option("--network", required=True, help="network id; several networks coexist in one keyspace")
+@click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="output directory of the cleaning scripts")
+@click.option("--only", type=click.Choice(loader.KINDS), multiple=True, help="load only these files (repeatable)")
+@click.option("--workers", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="processes per file (each with its own Cassandra session)")
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=128, show_default=True,
+              help="writes in flight per process")
+@click.option("--dry-run", is_flag=True, help="count the rows that would be loaded, write nothing")
+@click.option("--quiet", is_flag=True, help="no progress bars")
+def load(network: str, directory: Path, only: tuple[str, ...], workers: int, concurrency: int, dry_run: bool,
+         quiet: bool) -> None:
+    """Load the cleaned files of DIR as network NETWORK; prints rows written and rows/s per file as JSON.
+
+    Loads accounts.csv, relations.csv, posts.csv and likes.csv into the query tables with concurrent prepared
+    writes, progress bars, optionally several processes per file (--workers). Every write is an idempotent
+    INSERT of values computed from the files, counts included: re-running, or resuming after a crash by simply
+    running again, writes the same rows and counts nothing twice.
+
+    Exit codes: 0 loaded, 1 a file is missing/malformed or a write failed, 2 usage error, 3 Cassandra unreachable.
+    """
+    kinds = only or loader.KINDS
+    for kind in kinds:
+        if not (directory / f"{kind}.csv").exists():
+            fail(f"{directory / f'{kind}.csv'} is missing", EXIT_FAILED)
+    if dry_run:
+        emit({"network": network, "dry_run": True,
+              "rows": {k: loader.count_rows(directory / f"{k}.csv") for k in kinds}})
+        return
+    report = {}
+    with cassandra_errors(), progress_bars(not quiet) as bars:
+        for kind in kinds:
+            path = directory / f"{kind}.csv"
+            advance = bars(kind, None)
+            started = time.perf_counter()
+            with fail_on(ValueError, OSError, prefix=f"{path}: "):
+                if workers > 1:
+                    written = loader.load_parallel(Settings.from_env(), kind, network, path, workers=workers,
+                                                   likes_path=directory / "likes.csv", progress=advance,
+                                                   concurrency=concurrency)
+                else:
+                    written = loader.load(get_db(), kind, network, path, likes_path=directory / "likes.csv",
+                                          progress=advance, concurrency=concurrency)
+            seconds = time.perf_counter() - started
+            report[kind] = {"writes": written, "seconds": round(seconds, 2),
+                            "writes_per_s": round(written / seconds) if seconds else None}
+    emit({"network": network, "loaded": report})
+
+
+# ------------------------------------------------------------------------------------------- queries
+
+
+@network.group("query", context_settings=CONTEXT, short_help="Answer Q1-Q6 as JSON.")
+@click.option("--network", required=True)
+@click.pass_context
+def query(ctx: click.Context, network: str) -> None:
+    """Q1-Q6 for NETWORK, as JSON.
+
+    \b
+      q1 posts of an account   q2 top-100 accounts     q3 top-100 followers of those
+      q4 home page             q6 search (AND of all words)        (Q5 is `chronicle network post`)
+
+    Exit codes: 0 answered, 2 usage error, 3 Cassandra unreachable, 4 account or snapshot not found.
+    """
+    ctx.obj = network
+
+
+def _account(network: str, account_id: int) -> Account:
+    account = accounts.get_account(get_db(), network, account_id)
+    if account is None:
+        fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
+    return account
+
+
+@query.command(short_help="Q1: the posts of an account, newest first.")
+@click.option("--account-id", type=int, required=True)
+@click.option("--limit", type=click.IntRange(1), default=1_000_000, show_default=True)
+@click.pass_obj
+def q1(network: str, account_id: int, limit: int) -> None:
+    """The posts of an account, newest first."""
+    with cassandra_errors():
+        _account(network, account_id)
+        emit(posts.posts_of_author(get_db(), network, account_id, limit))
+
+
+def _snapshot(network: str, kind: str, at: str | None, history: int | None) -> None:
+    with cassandra_errors():
+        when: datetime | None = parse_iso(at) if at else None
+        found = rankings.snapshots(get_db(), network, kind, at=when, limit=history or 1)
+        if not found:
+            fail("no snapshot: run `chronicle network rankings` (compute_rankings.py)", EXIT_NOT_FOUND)
+        emit(found if history else found[0])
+
+
+def _snapshot_options(command):
+    """--at and --history, shared by the two snapshot queries."""
+    command = click.option("--history", type=click.IntRange(1), help="the newest N snapshots instead of one")(command)
+    return click.option("--at", help="ISO time: the snapshot in force then (default: latest)")(command)
+
+
+@query.command(short_help="Q2: the 100 accounts with the most followers.")
+@_snapshot_options
+@click.pass_obj
+def q2(network: str, at: str | None, history: int | None) -> None:
+    """The 100 accounts with the most followers (latest snapshot of `chronicle network rankings`)."""
+    _snapshot(network, "accounts", at, history)
+
+
+@query.command(short_help="Q3: the 100 accounts following most of Q2's.")
+@_snapshot_options
+@click.pass_obj
+def q3(network: str, at: str | None, history: int | None) -> None:
+    """The 100 accounts following the most of the Q2 accounts."""
+    _snapshot(network, "followers", at, history)
+
+
+@query.command(short_help="Q4: an account's home page.")
+@click.option("--account-id", type=int, required=True)
+@click.option("--order", type=click.Choice(["newest", "likes"]), default="newest", show_default=True)
+@click.pass_obj
+def q4(network: str, account_id: int, order: str) -> None:
+    """The home page: counts and the 25 newest or most-liked posts of the followed accounts."""
+    with cassandra_errors():
+        _account(network, account_id)
+        emit(actions.home_of(get_db(), network, account_id, order))
+
+
+@query.command(short_help="Q6: the 25 most-liked posts with all WORDS.")
+@click.argument("words", nargs=-1, required=True)
+@click.pass_obj
+def q6(network: str, words: tuple[str, ...]) -> None:
+    """The 25 most-liked posts containing all WORDS (case-insensitive)."""
+    parsed = search.parse_query(" ".join(words))
+    if not parsed:
+        fail("give at least one word (letters or digits)", EXIT_USAGE)
+    with cassandra_errors():
+        emit({"words": parsed, "posts": actions.search_posts(get_db(), network, parsed,
+                                                              network_settings().page_size)})
+
+
+# ------------------------------------------------------------------------------------------- writes and jobs
+
+
+@network.command("post", context_settings=CONTEXT, short_help="Q5: insert posts and fan them out.")
+@click.option("--network", required=True)
+@click.option("--author-id", type=int, help="author of a single post")
+@click.option("--content", help="text of a single post")
+@click.option("--posted-at", help="ISO 8601 time of a single post (default: now)")
+@click.option("--file", "file_", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV with author_id,content[,posted_at]")
+@click.option("--dry-run", is_flag=True, help="validate and count followers, write nothing")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def post(network: str, author_id: int | None, content: str | None, posted_at: str | None, file_: Path | None,
+         dry_run: bool, quiet: bool) -> None:
+    """Insert posts and fan them out; prints each post id with the caches it reached as JSON.
+
+    Q5: write new posts and fan each out to its author's followers' home caches (concurrent prepared writes;
+    authors above the hybrid threshold are merged at read time instead). Either one post (--author-id and
+    --content) or a CSV file with columns author_id,content[,posted_at].
+
+    Exit codes: 0 written, 1 bad input file, 2 usage error, 3 Cassandra unreachable, 4 unknown author.
+    """
+    if file_ is None and (author_id is None or not content):
+        raise click.UsageError("give --author-id and --content, or --file")
+    items: list[tuple[int, str, str | None]] = []
+    if file_ is not None:
+        try:
+            with file_.open(newline="", encoding="utf-8") as handle:
+                for row in csv.DictReader(handle):
+                    items.append((int(row["author_id"]), row["content"], row.get("posted_at") or None))
+        except (KeyError, ValueError) as exc:
+            fail(f"{file_}: needs columns author_id,content[,posted_at]: {exc}", EXIT_FAILED)
+    else:
+        items.append((author_id, content, posted_at))
+    out = []
+    with cassandra_errors(), progress_bars(not quiet and len(items) > 1) as bars:
+        db = get_db()
+        advance = bars("posts", len(items))
+        for author_id_, text, when in items:
+            author = accounts.get_account(db, network, author_id_)
+            if author is None:
+                fail(f"author {author_id_} not found in network {network}", EXIT_NOT_FOUND)
+            if dry_run:
+                out.append({"author_id": author_id_, "would_fan_out_to": author.follower_count})
+                continue
+            started = time.perf_counter()
+            new_post, fanned = actions.create_post(db, network, author, text,
+                                                   posted_at=parse_iso(when) if when else None)
+            seconds = time.perf_counter() - started
+            out.append({"post_id": new_post.post_id, "author_id": author_id_, "posted_at": new_post.posted_at,
+                        "fanned_out_to": fanned, "seconds": round(seconds, 3)})
+            advance(1)
+    emit({"network": network, "dry_run": dry_run, "posts": out})
+
+
+@network.command("init-cache", context_settings=CONTEXT, short_help="Rebuild one account's home-timeline cache.")
+@click.option("--network", required=True)
+@click.option("--account-id", type=int, required=True)
+@click.option("--dry-run", is_flag=True, help="show what the cache would hold, write nothing")
+def init_cache(network: str, account_id: int, dry_run: bool) -> None:
+    """(Re)build the home cache of ACCOUNT_ID; prints a JSON summary.
+
+    Builds one account's home-timeline cache from scratch: the newest posts (up to the cap, 800) of the
+    accounts it follows, except accounts above the hybrid threshold, which are merged at read time.
+
+    Exit codes: 0 built, 2 usage error, 3 Cassandra unreachable, 4 unknown account.
+    """
+    with cassandra_errors():
+        db = get_db()
+        if accounts.get_account(db, network, account_id) is None:
+            fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
+        emit(actions.build_cache(db, network, account_id, dry_run=dry_run))
+
+
+@network.command("rankings", context_settings=CONTEXT, short_help="Q2+Q3 job: append a top-100 snapshot.")
+@click.option("--network", required=True)
+@click.option("--every", type=click.IntRange(min=1), help="repeat every N seconds until interrupted")
+@click.option("--dry-run", is_flag=True, help="compute and print, append nothing")
+@click.option("--summary", is_flag=True, help="print only timings and the first 5 of each list")
+def compute_rankings(network: str, every: int | None, dry_run: bool, summary: bool) -> None:
+    """Compute Q2/Q3 for NETWORK and append a snapshot; prints it as JSON.
+
+    Q2 + Q3 job: compute the top-100 accounts by followers and the top-100 accounts following the most of
+    them, and append one snapshot to both time series. Run it from cron, or with --every to loop.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors():
+        db = get_db()
+        while True:
+            result = actions.compute_rankings(db, network, dry_run=dry_run)
+            if summary:
+                result = {**result, "accounts": result["accounts"][:5], "followers": result["followers"][:5]}
+            emit(result)
+            if not every:
+                return
+            time.sleep(every)

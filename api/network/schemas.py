@@ -1,0 +1,175 @@
+"""Request and response schemas of the follower-network API (marshmallow; they are the OpenAPI document)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from api.network import search
+
+
+class AccountSchema(Schema):
+    account_id = fields.Integer(required=True)
+    username = fields.String(required=True)
+    follower_count = fields.Integer(required=True)
+    follows_count = fields.Integer(required=True)
+
+
+class PostSchema(Schema):
+    post_id = fields.Integer(required=True)
+    author_id = fields.Integer(required=True)
+    author_username = fields.String(allow_none=True)
+    original_author = fields.String(allow_none=True, metadata={"description": "author in the imported file"})
+    posted_at = fields.DateTime(required=True)
+    content = fields.String(allow_none=True)
+    language = fields.String(allow_none=True)
+    country = fields.String(allow_none=True)
+    latitude = fields.Float(allow_none=True)
+    longitude = fields.Float(allow_none=True)
+    like_count = fields.Integer(required=True)
+    share_count = fields.Integer()
+
+
+class PostsPageSchema(Schema):
+    account = fields.Nested(AccountSchema, required=True)
+    posts = fields.List(fields.Nested(PostSchema), required=True)
+    next_cursor = fields.String(allow_none=True)
+
+
+class PageArgs(Schema):
+    limit = fields.Integer(load_default=25, validate=validate.Range(1, 100))
+    cursor = fields.String(load_default=None)
+
+
+class HomeArgs(Schema):
+    order = fields.String(load_default="newest", validate=validate.OneOf(["newest", "likes"]))
+
+
+class HomeSchema(Schema):
+    account = fields.Nested(AccountSchema, required=True)
+    order = fields.String(required=True)
+    posts = fields.List(fields.Nested(PostSchema), required=True)
+    cache_rebuilt = fields.Boolean(metadata={"description": "the home cache was (re)built by this read"})
+
+
+# Years 1970..9998 as written (any offset): every such time has a month key of four digits and converts to
+# UTC without overflow. Declared as the field's pattern, so the OpenAPI document states the same rule.
+TIME_PATTERN = r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
+
+
+class UtcDateTime(fields.AwareDateTime):
+    """An RFC 3339 time with an offset, years 1970..9998, turned into UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        metadata = {"pattern": TIME_PATTERN, **kwargs.pop("metadata", {})}
+        super().__init__(default_timezone=None, metadata=metadata, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str) and not re.match(TIME_PATTERN, value):
+            raise ValidationError("time must be written with a year from 1970 to 9998")
+        return super()._deserialize(value, attr, data, **kwargs).astimezone(UTC)
+
+
+def _unicode_text(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("not valid Unicode (an unpaired surrogate escape)") from None
+
+
+class NewPostSchema(Schema):
+    author_id = fields.Integer(required=True, validate=validate.Range(0, 2**63 - 1))
+    content = fields.String(required=True, validate=[validate.Length(1, 10_000), _unicode_text])
+    posted_at = UtcDateTime(load_default=None)
+    language = fields.String(load_default=None, validate=validate.Length(max=16))
+    country = fields.String(load_default=None, validate=validate.Length(max=64))
+    latitude = fields.Float(load_default=None, validate=validate.Range(-90, 90))
+    longitude = fields.Float(load_default=None, validate=validate.Range(-180, 180))
+
+
+class CreatedPostSchema(Schema):
+    post = fields.Nested(PostSchema, required=True)
+    fanned_out_to = fields.Integer(required=True, metadata={"description": "home caches written (0: merged at "
+                                                                            "read time, the author is above the "
+                                                                            "hybrid threshold)"})
+
+
+class DeletedSchema(Schema):
+    post_id = fields.Integer(required=True)
+    removed_from_caches = fields.Integer(required=True)
+
+
+class FollowResultSchema(Schema):
+    follower = fields.Nested(AccountSchema, required=True)
+    followee = fields.Nested(AccountSchema, required=True)
+    changed = fields.Boolean(required=True, metadata={"description": "false when the request repeated a state"})
+
+
+class LikeResultSchema(Schema):
+    post_id = fields.Integer(required=True)
+    user_id = fields.Integer(required=True)
+    like_count = fields.Integer(required=True)
+
+
+class RelationSchema(Schema):
+    account_id = fields.Integer(required=True)
+    username = fields.String(allow_none=True)
+
+
+class RelationArgs(Schema):
+    limit = fields.Integer(load_default=100, validate=validate.Range(1, 5000))
+
+
+class SearchArgs(Schema):
+    q = fields.String(required=True, validate=validate.Length(1, search.MAX_QUERY_CHARS), metadata={
+        "description": "the words wanted (runs of letters or digits, any case, any separators): posts holding "
+                       "all of them; a query without any word matches nothing"})
+
+
+class SearchResultSchema(Schema):
+    words = fields.List(fields.String(), required=True)
+    posts = fields.List(fields.Nested(PostSchema), required=True)
+
+
+class RankedAccountSchema(Schema):
+    account_id = fields.Integer(required=True)
+    username = fields.String(allow_none=True)
+    follower_count = fields.Integer()
+    follows_top = fields.Integer(metadata={"description": "how many of the top-100 accounts it follows"})
+
+
+class SnapshotSchema(Schema):
+    taken_at = fields.String(required=True)
+    snapshot_id = fields.String(required=True)
+    accounts = fields.List(fields.Nested(RankedAccountSchema))
+    followers = fields.List(fields.Nested(RankedAccountSchema))
+
+
+class SnapshotArgs(Schema):
+    at = UtcDateTime(load_default=None, metadata={"description": "the snapshot in force at this time"})
+
+
+class HistoryArgs(Schema):
+    limit = fields.Integer(load_default=20, validate=validate.Range(1, 500))
+    at = UtcDateTime(load_default=None, metadata={"description": "only snapshots at or before"})
+
+
+class HistorySchema(Schema):
+    snapshots = fields.List(fields.Nested(SnapshotSchema), required=True)
+
+
+class ComputedSchema(Schema):
+    taken_at = fields.DateTime(required=True)
+    snapshot_id = fields.String(required=True)
+    accounts = fields.List(fields.Nested(RankedAccountSchema), required=True)
+    followers = fields.List(fields.Nested(RankedAccountSchema), required=True)
+    seconds = fields.Float(required=True)
+
+
+class CacheBuiltSchema(Schema):
+    entries = fields.Integer(required=True)
+    complete = fields.Boolean(required=True)
+    followed_authors = fields.Integer(required=True)

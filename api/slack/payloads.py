@@ -1,0 +1,504 @@
+"""Slack Events API payloads: a request body decoded once and parsed into typed values the dispatcher acts on.
+
+`RawBody.decode` reads the JSON once. Nothing in it is trusted until the signature over the raw bytes is
+checked (events.read_request): the `team_id` the body claims only chooses which signing secret to check with.
+`RawBody.parse` then builds an `Envelope`, and every check of the payload's shape is here: a payload that
+cannot be stored as sent raises `BadEvent` (answered 400) before anything is read or written.
+
+One exception keeps the channel policy first: the content of a message (and a reaction's time) is only
+checked for a channel Chronicle archives, so a malformed event in a DM is ignored like any DM event. The
+parser returns `Unreadable` for it, and the dispatcher refuses it once it knows the channel is archived.
+
+No database access here; the shapes follow Slack's documentation of each event type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+from api.slack.codec import is_slack_id
+from api.slack.messages import NewMessage
+from api.slack.timeutil import BadTimestamp, ts_to_us
+
+
+class BadEvent(ValueError):
+    """A payload that cannot be stored as sent (answered 400 with the reason)."""
+
+
+# -- events -----------------------------------------------------------------------------------------------
+# Times are microseconds: the event's own time, the write timestamp of what it changes.
+
+@dataclasses.dataclass(frozen=True)
+class Unhandled:
+    """An event type Chronicle does not store (acknowledged, logged once per type)."""
+
+    type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Ignored:
+    """A handled event type that carries nothing to store."""
+
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MessagePosted:
+    channel_id: str
+    channel_type: str | None
+    message: NewMessage
+    purpose: str | None = None  # set by a channel_purpose message
+    topic: str | None = None  # set by a channel_topic message
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageEdited:
+    channel_id: str
+    channel_type: str | None
+    message: NewMessage  # the message as it reads after the edit
+    at: int  # the edit time (never before the message's ts)
+    edited_ts: int | None  # None when the text did not change (reply counts, unfurls)
+    versions: tuple[tuple[int, str], ...]  # (time, text) of the new text and of the previous one
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageDeleted:
+    channel_id: str
+    channel_type: str | None
+    ts: int
+    at: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HiddenMessage:
+    """A hidden bookkeeping message (e.g. message_replied): not a message of the channel."""
+
+    channel_id: str
+    channel_type: str | None
+    subtype: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Unreadable:
+    """An event of a channel whose content cannot be stored: 400 if the channel is archived, else ignored."""
+
+    channel_id: str
+    channel_type: str | None
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reaction:
+    channel_id: str
+    ts: int  # the message reacted to
+    emoji: str
+    user: str
+    added: bool
+    at: int
+    channel_type: None = None  # reactions do not say what kind of channel they are in
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelCreated:
+    channel_id: str
+    at: int
+    name: str
+    created_ts: int | None
+    creator: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelRenamed:
+    channel_id: str
+    at: int
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelTextSet:
+    """channel_purpose / channel_topic: exactly one of the two is set."""
+
+    channel_id: str
+    at: int
+    purpose: str | None = None
+    topic: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelConverted:
+    channel_id: str
+    at: int
+    visibility: str  # "private" | "public"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelArchived:
+    channel_id: str
+    at: int
+    archived: bool  # False: unarchived
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelDeleted:
+    channel_id: str
+    at: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelIdChanged:
+    old_channel_id: str
+    new_channel_id: str
+    at: int
+
+
+Event = (Unhandled | Ignored | MessagePosted | MessageEdited | MessageDeleted | HiddenMessage | Unreadable
+         | Reaction | ChannelCreated | ChannelRenamed | ChannelTextSet | ChannelConverted | ChannelArchived
+         | ChannelDeleted | ChannelIdChanged)
+# Events in a channel the archive policy decides on (channel_id, channel_type) before anything is stored.
+CHANNEL_POLICY_EVENTS = (MessagePosted, MessageEdited, MessageDeleted, HiddenMessage, Unreadable, Reaction)
+
+
+# -- envelopes --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class UrlVerification:
+    type: ClassVar[str] = "url_verification"
+    challenge: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EventCallback:
+    type: ClassVar[str] = "event_callback"
+    team_id: str
+    event_id: str
+    event_time: int  # Unix seconds
+    event: Event
+    raw: dict[str, Any]  # the envelope as sent (kept compressed with the record when configured)
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherEnvelope:
+    """Another envelope type (e.g. app_rate_limited): acknowledged, nothing to store."""
+
+    type: str
+
+
+Envelope = UrlVerification | EventCallback | OtherEnvelope
+
+
+@dataclasses.dataclass(frozen=True)
+class RawBody:
+    """A request body decoded once: its JSON value, or why it is not JSON."""
+
+    value: Any = None
+    error: str | None = None
+
+    @classmethod
+    def decode(cls, body: bytes) -> RawBody:
+        try:
+            return cls(value=json.loads(body))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return cls(error=f"body is not JSON: {exc}")
+
+    @property
+    def claimed_team_id(self) -> str | None:
+        """The workspace the body says it comes from: not trusted, it only chooses the signing secret."""
+        team = self.value.get("team_id") if isinstance(self.value, dict) else None
+        return team if isinstance(team, str) and team else None
+
+    def parse(self) -> Envelope:
+        if self.error is not None:
+            raise BadEvent(self.error)
+        return parse(self.value)
+
+
+def parse(value: Any) -> Envelope:
+    """The typed envelope of a decoded payload (the HTTP body, or an envelope built by the sample loader)."""
+    if not isinstance(value, dict):
+        raise BadEvent("body must be a JSON object")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        raise BadEvent("missing field: type")
+    if kind == "url_verification":
+        challenge = value.get("challenge")
+        if not isinstance(challenge, str):
+            raise BadEvent("url_verification without a string challenge")
+        _check_unicode(value)
+        return UrlVerification(challenge=challenge)
+    if kind != "event_callback":
+        _check_unicode(value)
+        return OtherEnvelope(type=kind)
+    for field in ("team_id", "event_id"):
+        if not isinstance(value.get(field), str) or not value[field]:
+            raise BadEvent(f"missing field: {field}")
+    if not _unix_seconds(value.get("event_time")):
+        raise BadEvent("missing field: event_time (integer Unix time)")
+    event = value.get("event")
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise BadEvent("missing field: event.type")
+    _check_ids(value, event)
+    _check_unicode(value)
+    return EventCallback(team_id=value["team_id"], event_id=value["event_id"], event_time=value["event_time"],
+                         event=_parse_event(_Reader(value, event)), raw=value)
+
+
+def _unix_seconds(value: Any) -> bool:
+    """An integer Unix time that fits the microsecond bigint columns (rejects bools and absurd values)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**11
+
+
+def _check_ids(envelope: dict[str, Any], event: dict[str, Any]) -> None:
+    channel = event.get("channel")
+    item = event.get("item")
+    candidates = {
+        "team_id": envelope.get("team_id"),
+        "event.channel": channel.get("id") if isinstance(channel, dict) else channel,
+        "event.item.channel": item.get("channel") if isinstance(item, dict) else None,
+        "event.old_channel_id": event.get("old_channel_id"),
+        "event.new_channel_id": event.get("new_channel_id"),
+    }
+    for where, value in candidates.items():
+        if value is not None and not is_slack_id(value):
+            raise BadEvent(f"{where} is not a Slack id (upper-case letters and digits, at most 64)")
+
+
+def _check_unicode(envelope: dict[str, Any]) -> None:
+    try:  # JSON escapes can carry unpaired surrogates, which no text column can store
+        json.dumps(envelope, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadEvent("body holds text that is not valid Unicode (an unpaired surrogate escape)") from None
+
+
+class _Reader:
+    """Field access with the error messages of the 400 answers."""
+
+    def __init__(self, envelope: dict[str, Any], event: dict[str, Any]) -> None:
+        self.envelope, self.event = envelope, event
+        self.team_id: str = envelope["team_id"]
+
+    def field(self, obj: dict, name: str, kind: type | tuple = str, where: str = "event") -> Any:
+        value = obj.get(name)
+        if not isinstance(value, kind) or value == "":
+            raise BadEvent(f"missing field: {where}.{name}")
+        return value
+
+    def event_us(self) -> int:
+        """The event's own time: event_ts when present (µs precision), else the envelope's event_time.
+
+        An event_ts that is present but not a Slack timestamp (whatever its JSON type) is refused, like
+        an out-of-range one: Slack always sends a string.
+        """
+        ets = self.event.get("event_ts")
+        if ets is None:
+            return self.envelope["event_time"] * 1_000_000
+        return ts_to_us(ets)
+
+
+def _parse_event(r: _Reader) -> Event:
+    parser = _PARSERS.get(r.event["type"])
+    if parser is None:
+        return Unhandled(type=r.event["type"])
+    try:
+        return parser(r)
+    except BadTimestamp as exc:
+        raise BadEvent(str(exc)) from None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+# -- messages ---------------------------------------------------------------------------------------------
+
+_FILE_FIELDS = ("id", "name", "title", "mimetype", "filetype", "size", "url_private", "url_private_download",
+                "permalink", "is_external", "external_type", "external_url", "mode", "created", "user")
+
+
+def slim_files(files: Iterable[Any]) -> list[dict]:
+    """The subset of Slack file metadata kept on the message (no thumbnails, no share lists)."""
+    # File ids name storage paths: only Slack-shaped ids are kept.
+    return [{k: f[k] for k in _FILE_FIELDS if k in f} for f in files
+            if isinstance(f, dict) and is_slack_id(f.get("id"))]
+
+
+def _message(r: _Reader) -> Event:
+    channel_id = r.field(r.event, "channel")
+    channel_type = r.event.get("channel_type")
+    if channel_type is not None and not isinstance(channel_type, str):
+        channel_type = ""  # names no kind of channel that is archived
+    try:
+        return _message_content(r, channel_id, channel_type)
+    except (BadEvent, BadTimestamp) as exc:
+        return Unreadable(channel_id=channel_id, channel_type=channel_type, reason=str(exc))
+
+
+def _message_content(r: _Reader, channel_id: str, channel_type: str | None) -> Event:
+    ev = r.event
+    subtype = ev.get("subtype")
+    if subtype == "message_changed":
+        return _message_changed(r, channel_id, channel_type)
+    if ev.get("hidden") and subtype != "message_deleted":
+        return HiddenMessage(channel_id=channel_id, channel_type=channel_type, subtype=subtype)
+    if subtype == "message_deleted":
+        previous = ev.get("previous_message")
+        deleted = ev.get("deleted_ts") or (previous.get("ts") if isinstance(previous, dict) else None)
+        if not isinstance(deleted, str):
+            raise BadEvent("missing field: event.deleted_ts")
+        ts = ts_to_us(deleted)
+        at = ts_to_us(r.field(ev, "ts")) if isinstance(ev.get("ts"), str) else r.event_us()
+        return MessageDeleted(channel_id=channel_id, channel_type=channel_type, ts=ts, at=max(at, ts))
+    message = _new_message(r, channel_id, ev, "event")
+    return MessagePosted(
+        channel_id=channel_id, channel_type=channel_type, message=message,
+        purpose=_str(ev.get("purpose")) if subtype == "channel_purpose" else None,
+        topic=_str(ev.get("topic")) if subtype == "channel_topic" else None)
+
+
+def _new_message(r: _Reader, channel_id: str, m: dict, where: str) -> NewMessage:
+    msg_ts = r.field(m, "ts", str, where)
+    thread = m.get("thread_ts")
+    files = m.get("files") if isinstance(m.get("files"), list) else None
+    return NewMessage(
+        team_id=r.team_id, channel_id=channel_id, ts=ts_to_us(msg_ts), msg_ts=msg_ts,
+        user=_str(m.get("user")), text=_str(m.get("text")), subtype=_str(m.get("subtype")),
+        bot_id=_str(m.get("bot_id")), username=_str(m.get("username")),
+        thread_ts=ts_to_us(thread) if isinstance(thread, str) else None,
+        files=slim_files(files) if files else None,
+    )
+
+
+def _message_changed(r: _Reader, channel_id: str, channel_type: str | None) -> MessageEdited:
+    ev = r.event
+    new, prev = _dict(ev.get("message")), _dict(ev.get("previous_message"))
+    ts = new.get("ts") if isinstance(new.get("ts"), str) else prev.get("ts")
+    if not isinstance(ts, str):
+        raise BadEvent("missing field: event.message.ts (and event.previous_message.ts)")
+    # A reply's edit may leave thread_ts out of the new message: the previous one still says it.
+    thread = new.get("thread_ts") if isinstance(new.get("thread_ts"), str) else prev.get("thread_ts")
+    message = _new_message(r, channel_id, {**new, "ts": ts, "thread_ts": thread}, "event.message")
+    edited = _dict(new.get("edited"))
+    if isinstance(edited.get("ts"), str):
+        at = ts_to_us(edited["ts"])
+    elif isinstance(ev.get("ts"), str):
+        at = ts_to_us(ev["ts"])
+    else:
+        at = r.event_us()
+    at = max(at, message.ts + 1)  # an edit is never older than the message it edits
+    versions: list[tuple[int, str]] = []
+    prev_text = _str(prev.get("text"))
+    if message.text is not None and message.text != prev_text:
+        versions.append((at, message.text))
+        if prev_text is not None:
+            prev_edited = _dict(prev.get("edited"))
+            prev_at = ts_to_us(prev_edited["ts"]) if isinstance(prev_edited.get("ts"), str) else message.ts
+            versions.append((prev_at, prev_text))
+    # Only a real text change is an edit; other changes (reply counts, unfurls) rewrite the same text.
+    return MessageEdited(channel_id=channel_id, channel_type=channel_type, message=message, at=at,
+                         edited_ts=at if versions else None, versions=tuple(versions))
+
+
+def _reaction(r: _Reader) -> Event:
+    ev = r.event
+    item = ev.get("item")
+    if not isinstance(item, dict):
+        raise BadEvent("missing field: event.item")
+    if item.get("type", "message") != "message":
+        return Ignored(reason="reaction to a non-message item")
+    channel_id = r.field(item, "channel", str, "event.item")
+    ts = ts_to_us(r.field(item, "ts", str, "event.item"))
+    emoji, user = r.field(ev, "reaction"), r.field(ev, "user")
+    try:
+        at = r.event_us()
+    except BadTimestamp as exc:
+        return Unreadable(channel_id=channel_id, channel_type=None, reason=str(exc))
+    return Reaction(channel_id=channel_id, ts=ts, emoji=emoji, user=user, added=ev["type"] == "reaction_added",
+                    at=at)
+
+
+# -- channels ---------------------------------------------------------------------------------------------
+
+def _channel_object(r: _Reader) -> tuple[dict, str]:
+    ch = r.event.get("channel")
+    if not isinstance(ch, dict):
+        raise BadEvent("missing field: event.channel (object with id and name)")
+    return ch, r.field(ch, "id", str, "event.channel")
+
+
+def _channel_id(r: _Reader) -> str:
+    ch = r.event.get("channel")
+    if isinstance(ch, dict):
+        ch = ch.get("id")
+    if not isinstance(ch, str) or not ch:
+        raise BadEvent("missing field: event.channel")
+    return ch
+
+
+def _channel_created(r: _Reader) -> ChannelCreated:
+    ch, channel_id = _channel_object(r)
+    name = r.field(ch, "name", str, "event.channel")
+    created = ch.get("created") * 1_000_000 if _unix_seconds(ch.get("created")) else None
+    # Without event_ts the creation time is the event's time.
+    at = created if created is not None and "event_ts" not in r.event else r.event_us()
+    return ChannelCreated(channel_id=channel_id, at=at, name=name, created_ts=created,
+                          creator=_str(ch.get("creator")))
+
+
+def _channel_rename(r: _Reader) -> ChannelRenamed:
+    ch, channel_id = _channel_object(r)
+    name = r.field(ch, "name", str, "event.channel")
+    return ChannelRenamed(channel_id=channel_id, at=r.event_us(), name=name)
+
+
+def _channel_text(r: _Reader) -> ChannelTextSet:
+    field = "purpose" if r.event["type"] == "channel_purpose" else "topic"
+    value = r.event.get(field)
+    if isinstance(value, dict):  # {"value": ..., "creator": ..., "last_set": ...}
+        value = value.get("value")
+    if not isinstance(value, str):
+        raise BadEvent(f"missing field: event.{field}")
+    return ChannelTextSet(channel_id=_channel_id(r), at=r.event_us(), **{field: value})
+
+
+def _channel_convert(r: _Reader) -> ChannelConverted:
+    visibility = "private" if r.event["type"] == "channel_convert_to_private" else "public"
+    return ChannelConverted(channel_id=_channel_id(r), at=r.event_us(), visibility=visibility)
+
+
+def _channel_archive(r: _Reader) -> ChannelArchived:
+    return ChannelArchived(channel_id=_channel_id(r), at=r.event_us(),
+                           archived=r.event["type"] == "channel_archive")
+
+
+def _channel_deleted(r: _Reader) -> ChannelDeleted:
+    return ChannelDeleted(channel_id=_channel_id(r), at=r.event_us())
+
+
+def _channel_id_changed(r: _Reader) -> ChannelIdChanged:
+    old = r.field(r.event, "old_channel_id")
+    new = r.field(r.event, "new_channel_id")
+    return ChannelIdChanged(old_channel_id=old, new_channel_id=new, at=r.event_us())
+
+
+_PARSERS: dict[str, Callable[[_Reader], Event]] = {
+    "message": _message,
+    "reaction_added": _reaction,
+    "reaction_removed": _reaction,
+    "channel_created": _channel_created,
+    "channel_rename": _channel_rename,
+    "channel_deleted": _channel_deleted,
+    "channel_archive": _channel_archive,
+    "channel_unarchive": _channel_archive,
+    "channel_id_changed": _channel_id_changed,
+    "channel_purpose": _channel_text,
+    "channel_topic": _channel_text,
+    "channel_convert_to_private": _channel_convert,
+    "channel_convert_to_public": _channel_convert,
+}
+HANDLED_TYPES = sorted(_PARSERS)

@@ -1,0 +1,202 @@
+"""OpenAPI schemas of the Slack endpoints: query arguments, path parameters, request and response bodies.
+
+Every rule a Slack endpoint enforces on its input is stated here, so a request the document allows is never
+refused for its shape: the Slack id pattern of `team_id`/`channel_id`, the Slack timestamp pattern of
+`ts`/`thread_ts`/`before`/`after`, limits, enums, the cursor's length and format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from api.slack.codec import ID_PATTERN
+from api.slack.payloads import HANDLED_TYPES
+from api.slack.timeutil import TS_PATTERN, is_ts
+
+TS_FORMAT = "Slack timestamp: seconds[.micro], e.g. 1620000000.000200"
+# What api/paging.sign_cursor makes: base64url(JSON position) "." base64url(MAC), at most 2048 characters.
+# Declared, not validated here: a cursor of any other shape, or not signed for this listing, is answered
+# 400 by api/paging.verify_cursor (as is a longer one), the status every Chronicle listing uses.
+CURSOR_PATTERN = r"^([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)?$"
+CURSOR_MAX_CHARS = 2048
+
+
+def path_parameters(*names: str) -> list[dict[str, Any]]:
+    """The OpenAPI path parameters of a Slack read route, with the pattern each one must match."""
+    known = {
+        "team_id": ("Slack workspace (team) id", ID_PATTERN),
+        "channel_id": ("Slack channel id", ID_PATTERN),
+        "ts": (f"the message's ts ({TS_FORMAT})", TS_PATTERN),
+        "thread_ts": (f"the thread parent's ts ({TS_FORMAT})", TS_PATTERN),
+    }
+    return [{"in": "path", "name": name, "required": True, "description": known[name][0],
+             "schema": {"type": "string", "pattern": known[name][1]}} for name in names]
+
+
+# -- query arguments --------------------------------------------------------------------------------------
+
+class TsField(fields.String):
+    """A Slack timestamp such as 1620000000.000200 (422 otherwise); the document states TS_PATTERN.
+
+    Checked with timeutil.is_ts (the whole string) rather than marshmallow's Regexp, whose `$` would let a
+    trailing newline through."""
+
+    def __init__(self, *, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(metadata={**(metadata or {}), "pattern": TS_PATTERN}, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if not is_ts(value):
+            raise ValidationError(f"not a Slack timestamp ({TS_FORMAT})")
+        return value
+
+
+class PageArgs(Schema):
+    limit = fields.Integer(load_default=50, validate=validate.Range(1, 200))
+    cursor = fields.String(metadata={
+        "description": "next_cursor of the previous page of the same listing (opaque, signed); empty or "
+                       "absent = first page. Any other value is answered 400.",
+        "pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX_CHARS})
+    include_deleted = fields.Boolean(load_default=False)
+
+
+class TimelineArgs(PageArgs):
+    before = TsField(metadata={"description": "only messages with ts < before"})
+    after = TsField(metadata={"description": "only messages with ts > after"})
+    order = fields.String(load_default="desc", validate=validate.OneOf(["desc", "asc"]))
+
+
+class ThreadArgs(PageArgs):
+    pass
+
+
+class MessageArgs(Schema):
+    include_deleted = fields.Boolean(load_default=False)
+
+
+# -- responses --------------------------------------------------------------------------------------------
+
+class EventAckSchema(Schema):
+    ok = fields.Boolean()
+    outcome = fields.String(metadata={"description": "stored | ignored: <why>"})
+    challenge = fields.String(metadata={"description": "url_verification only: the challenge echoed back"})
+
+
+class SlackErrorSchema(Schema):
+    code = fields.Integer(required=True)
+    status = fields.String(required=True)
+    message = fields.String(required=True)
+    errors = fields.Dict()
+
+
+class ReactionSchema(Schema):
+    name = fields.String(required=True)
+    users = fields.List(fields.String(), required=True)
+    count = fields.Integer(required=True)
+
+
+class MessageSchema(Schema):
+    ts = fields.String(required=True)
+    channel_id = fields.String(required=True)
+    user = fields.String()
+    text = fields.String()
+    subtype = fields.String()
+    bot_id = fields.String()
+    username = fields.String()
+    thread_ts = fields.String()
+    edited_ts = fields.String(metadata={"description": "time of the newest edit (updated_ts)"})
+    deleted = fields.Boolean(metadata={"description": "present (true) only with include_deleted=true"})
+    deleted_ts = fields.String()
+    files = fields.List(fields.Dict())
+    files_stored = fields.Dict(keys=fields.String(), values=fields.String(),
+                               metadata={"description": "file_id -> stored object URI"})
+    files_fetch_failed = fields.Boolean()
+    files_fetch_error = fields.Dict(keys=fields.String(), values=fields.String())
+    reactions = fields.List(fields.Nested(ReactionSchema))
+
+
+class VersionSchema(Schema):
+    ts = fields.String(required=True)
+    text = fields.String(allow_none=True)
+
+
+class MessageWithHistorySchema(MessageSchema):
+    history = fields.List(fields.Nested(VersionSchema),
+                          metadata={"description": "every version of the text, oldest first (last = current)"})
+
+
+class PageSchema(Schema):
+    messages = fields.List(fields.Nested(MessageSchema), required=True)
+    next_cursor = fields.String(allow_none=True)
+
+
+class ThreadSchema(Schema):
+    parent = fields.Nested(MessageSchema, allow_none=True)
+    replies = fields.List(fields.Nested(MessageSchema), required=True)
+    next_cursor = fields.String(allow_none=True)
+
+
+class NameSchema(Schema):
+    name = fields.String(required=True)
+    ts = fields.String(required=True)
+
+
+class ChannelSchema(Schema):
+    team_id = fields.String(required=True)
+    channel_id = fields.String(required=True)
+    name = fields.String()
+    names_history = fields.List(fields.Nested(NameSchema), metadata={"description": "newest first, at most 20"})
+    visibility = fields.String()
+    archived = fields.Boolean()
+    deleted = fields.Boolean()
+    purpose = fields.String()
+    topic = fields.String()
+    created_ts = fields.String()
+    creator = fields.String()
+    prev_channel_id = fields.String()
+    next_channel_id = fields.String()
+
+
+class IndexEntrySchema(Schema):
+    channel_id = fields.String(required=True)
+    name = fields.String(required=True, metadata={"description": "current name; deleted_<name> when deleted"})
+    visibility = fields.String()
+    deleted = fields.Boolean()
+    prev_channel_id = fields.String()
+    next_channel_id = fields.String()
+
+
+class IndexSchema(Schema):
+    team_id = fields.String(required=True)
+    channels = fields.List(fields.Nested(IndexEntrySchema), required=True)
+
+
+# -- the Events API request -------------------------------------------------------------------------------
+
+EVENT_REQUEST_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "A Slack Events API payload (url_verification or event_callback), signed by Slack. "
+                       "The raw bytes are verified before parsing; other envelope types are acknowledged and "
+                       "ignored, as are event types not listed.",
+        "content": {"application/json": {"schema": {
+            "type": "object", "required": ["type"],
+            "properties": {
+                "type": {"type": "string", "enum": ["url_verification", "event_callback"]},
+                "challenge": {"type": "string"},
+                "team_id": {"type": "string", "pattern": ID_PATTERN},
+                "event_id": {"type": "string", "minLength": 1},
+                "event_time": {"type": "integer", "minimum": 0, "maximum": 10**11 - 1},
+                "event": {"type": "object", "required": ["type"],
+                          "properties": {"type": {"type": "string", "enum": HANDLED_TYPES}}},
+            }}}},
+    },
+    "parameters": [
+        {"in": "header", "name": "X-Slack-Signature", "required": True, "schema": {"type": "string"}},
+        {"in": "header", "name": "X-Slack-Request-Timestamp", "required": True,
+         "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+        {"in": "header", "name": "X-Slack-Retry-Num", "required": False, "schema": {"type": "integer"}},
+    ],
+}
