@@ -51,5 +51,5 @@ def readyz():
     body.update(schema_version=applied, schema_latest=latest)
     if applied != latest:
         return {**body, "status": "unavailable",
-                "reason": f"schema at {applied or 'nothing'}, latest is {latest}: run runtime_scripts/migrate.py"}, 503
+                "reason": f"schema at {applied or 'nothing'}, latest is {latest}: run `chronicle migrate`"}, 503
     return {**body, "status": "ready"}

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassandra import InvalidRequest
+from cassandra import InvalidRequest, ReadFailure, WriteFailure
 
 from api.db import Database, Statement
 
@@ -146,8 +146,9 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
 
 
 # A coordinator that has not yet applied the previous DDL answers "does not exist" even after the driver saw
-# schema versions agree (gossip runs ahead of some nodes' schema tables): such answers are retried briefly.
-_NOT_YET_VISIBLE = ("does not exist", "unconfigured table", "Unknown keyspace")
+# schema versions agree (gossip runs ahead of some nodes' schema tables), and replicas that lag behind the
+# coordinator fail a write with INCOMPATIBLE_SCHEMA: such answers are retried briefly.
+_NOT_YET_VISIBLE = ("does not exist", "unconfigured table", "Unknown keyspace", "INCOMPATIBLE_SCHEMA")
 
 
 def _execute_when_visible(db: Database, cql: str, params: tuple = ()) -> Any:
@@ -155,7 +156,7 @@ def _execute_when_visible(db: Database, cql: str, params: tuple = ()) -> Any:
     while True:
         try:
             return db.execute_raw(cql, params, timeout=60)
-        except InvalidRequest as exc:
+        except (InvalidRequest, WriteFailure, ReadFailure) as exc:
             if not any(text in str(exc) for text in _NOT_YET_VISIBLE) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
