@@ -8,6 +8,9 @@
   post             Q5: new posts with fan-out                       (runtime_scripts/insert_new_tweets.py)
   init-cache       rebuild one account's home cache                 (runtime_scripts/init_cache_for_user.py)
   rankings         Q2 + Q3 job: append a top-100 snapshot           (runtime_scripts/compute_rankings.py)
+  apply-threshold  job: celebrity set for the hybrid threshold in force
+  index-terms      job: rebuild Q6 top lists of common terms
+  reconcile        job: re-count counters and repair drift
 
 Every command prints JSON on stdout (progress bars go to stderr). Exit codes: see api/cli/common.py.
 """
@@ -271,8 +274,8 @@ def q6(network: str, words: tuple[str, ...]) -> None:
     if not parsed:
         fail("give at least one word (letters or digits)", EXIT_USAGE)
     with cassandra_errors():
-        emit({"words": parsed, "posts": actions.search_posts(get_db(), network, parsed,
-                                                              network_settings().page_size)})
+        found = actions.search_posts(get_db(), network, parsed, network_settings().page_size)
+        emit({"words": parsed, "posts": found.posts, "exact": found.exact})
 
 
 # ------------------------------------------------------------------------------------------- writes and jobs
@@ -372,3 +375,64 @@ def compute_rankings(network: str, every: int | None, dry_run: bool, summary: bo
             if not every:
                 return
             time.sleep(every)
+
+
+@network.command("apply-threshold", context_settings=CONTEXT,
+                 short_help="Job: make the celebrity set match the hybrid threshold in force.")
+@click.option("--network", required=True)
+@click.option("--dry-run", is_flag=True, help="list who would be promoted and demoted, change nothing")
+def apply_threshold(network: str, dry_run: bool) -> None:
+    """Promote every account at or above CHRONICLE_NETWORK_HYBRID_THRESHOLD (merged into home pages at read
+    time) and demote the others (fanned out again). Run after changing the threshold; loads run it too.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors():
+        emit(actions.apply_threshold(get_db(), network, dry_run=dry_run))
+
+
+@network.command("index-terms", context_settings=CONTEXT, short_help="Job: rebuild the Q6 top lists of terms.")
+@click.option("--network", required=True)
+@click.option("--term", "terms", multiple=True, help="a term to rebuild (repeatable); default: every common "
+              "term of the given posts file")
+@click.option("--posts-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="a cleaned posts.csv whose common terms are rebuilt")
+@click.option("--dry-run", is_flag=True, help="compute floors and sizes, write nothing")
+def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, dry_run: bool) -> None:
+    """Rebuild the top list (most-liked candidates) of common terms (more than 2,000 postings), from all their
+    postings and the posts' like counts. A new generation is written, then switched to: readers never wait.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    wanted = list(dict.fromkeys(search.parse_query(" ".join(terms)) if terms else []))
+    if posts_file is not None:
+        wanted += [t for t in loader.common_terms(posts_file) if t not in wanted]
+    if not wanted:
+        fail("give --term or --posts-file", EXIT_USAGE)
+    with cassandra_errors():
+        db = get_db()
+        with progress_bars() as bars:
+            advance = bars("terms", len(wanted))
+            out = []
+            for term in wanted:
+                out.append(actions.rebuild_term_top(db, network, term, dry_run=dry_run))
+                advance(1)
+        emit({"network": network, "dry_run": dry_run, "terms": out})
+
+
+@network.command("reconcile", context_settings=CONTEXT,
+                 short_help="Job: re-count follower/follows (and like) counters and repair drift.")
+@click.option("--network", required=True)
+@click.option("--account-id", "account_ids", type=int, multiple=True, help="only these accounts (repeatable)")
+@click.option("--post-id", "post_ids", type=int, multiple=True, help="also re-count these posts' likes")
+@click.option("--dry-run", is_flag=True, help="report drift, repair nothing")
+def reconcile(network: str, account_ids: tuple[int, ...], post_ids: tuple[int, ...], dry_run: bool) -> None:
+    """Counters are moved only by requests whose transaction changed a relation or like; one that died in
+    between leaves a count off by one. This re-counts from the relation partitions (every account with a
+    count, or --account-id) and likes_by_post (--post-id), and adds the difference.
+
+    Exit codes: 0 done (drift repaired or none), 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors():
+        emit(actions.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
+                                      dry_run=dry_run))

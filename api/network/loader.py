@@ -1,6 +1,8 @@
 """Bulk loading of cleaned files (accounts.csv, relations.csv, posts.csv, likes.csv) with concurrent prepared
-writes. Every write is an idempotent INSERT of values computed from the files (counts included), so a
-re-run, or a run resumed after a crash, leaves the same rows: nothing is counted twice.
+writes. Rows are idempotent INSERTs of values computed from the files; counters (followers, follows, likes,
+term postings) are brought to the files' totals by adding the difference to what they hold, and term postings
+go into buckets numbered from the posts' time order, so a re-run, or a run resumed after a crash, leaves the
+same rows and counts: nothing is counted twice.
 
 Several processes can share one file (`workers`): worker k takes the rows whose index % workers == k, with
 its own Cluster (the GIL caps one process at about one core of driver work).
@@ -17,9 +19,9 @@ from pathlib import Path
 
 from api.config import Settings
 from api.db import Database, Params, Statement
-from api.network import accounts, likes, posts, relations, search
+from api.network import accounts, actions, likes, posts, relations, search
 from api.network.common import parse_iso
-from api.network.settings import network_settings
+from api.network.tokens import index_terms
 from api.network.values import Account, Post
 
 Progress = Callable[[int], None]
@@ -52,6 +54,12 @@ def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) 
                                                             int(follows)))
 
 
+def set_account_counts(db: Database, network: str, path: Path) -> int:
+    """Bring every account's counters to the file's counts; returns the accounts changed."""
+    wanted = {int(a): (int(f), int(g)) for a, _name, f, g in _rows(path)}
+    return len(accounts.set_counts(db, network, wanted))
+
+
 def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
     """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
     (they go out in unlogged batches of RELATION_BATCH)."""
@@ -69,17 +77,64 @@ def like_counts(likes_path: Path | None) -> dict[int, int]:
     return dict(counts)
 
 
-def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1) -> Writes:
-    for row in _rows(path, worker, workers):
+def _posts(path: Path, counts: dict[int, int]) -> list[Post]:
+    """Every post of the file, oldest first (the order term postings are numbered in)."""
+    out = []
+    for row in _rows(path):
         (post_id, author_id, author_username, original_author, _orig_id, posted_at, content, language, country,
          lat, lon, _orig_likes, shares) = row
-        post = Post(post_id=int(post_id), author_id=int(author_id), posted_at=parse_iso(posted_at),
-                    author_username=author_username, original_author=original_author or None, content=content,
-                    language=language or None, country=country or None, latitude=float(lat) if lat else None,
-                    longitude=float(lon) if lon else None, like_count=counts.get(int(post_id), 0),
-                    share_count=int(shares or 0))
-        yield from posts.post_writes(network, post)
-        yield from search.word_writes(network, post)
+        out.append(Post(post_id=int(post_id), author_id=int(author_id), posted_at=parse_iso(posted_at),
+                        author_username=author_username, original_author=original_author or None, content=content,
+                        language=language or None, country=country or None, latitude=float(lat) if lat else None,
+                        longitude=float(lon) if lon else None, like_count=counts.get(int(post_id), 0),
+                        share_count=int(shares or 0)))
+    out.sort(key=lambda p: (p.posted_at, p.post_id))
+    return out
+
+
+def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1) -> Writes:
+    """Post rows and term postings; posting n of a term (in time order) goes into bucket n // 50,000."""
+    numbered: collections.Counter = collections.Counter()
+    for i, post in enumerate(_posts(path, counts)):
+        buckets = {}
+        for term in sorted(index_terms(post.content)):
+            buckets[term] = search.bucket_of(numbered[term])
+            numbered[term] += 1
+        if i % workers == worker:
+            yield from posts.post_writes(network, post)
+            yield from search.posting_writes(network, post, buckets)
+            yield posts.term_buckets_write(network, post.post_id, buckets)
+
+
+def common_terms(path: Path) -> list[str]:
+    """Terms of a posts file with more postings than a rare term may have (the ones with top lists)."""
+    totals: collections.Counter = collections.Counter()
+    for post in _posts(path, {}):
+        totals.update(index_terms(post.content))
+    return sorted(t for t, n in totals.items() if n > search.RARE_POSTINGS)
+
+
+def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int]) -> dict[str, int]:
+    """After the post rows: term and like counters to the file's totals, then the top lists of common terms."""
+    totals: collections.Counter = collections.Counter()
+    for post in _posts(path, {}):
+        totals.update(index_terms(post.content))
+    terms = sorted(totals)
+    current: dict[str, int] = {}
+    for i in range(0, len(terms), 1000):
+        current.update(search.term_counts(db, network, terms[i:i + 1000]))
+    db.execute_many(search.count_writes(network, {t: totals[t] - current.get(t, 0) for t in terms}))
+    liked = sorted(counts)
+    deltas = []
+    for i in range(0, len(liked), 1000):
+        chunk = liked[i:i + 1000]
+        have = {p: likes.count(db, network, p) for p in chunk}
+        deltas.extend((p, counts[p] - have[p]) for p in chunk)
+    db.execute_many(likes.set_count_writes(network, deltas))
+    common = [t for t in terms if totals[t] > search.RARE_POSTINGS]
+    for term in common:
+        actions.rebuild_term_top(db, network, term)
+    return {"terms": len(terms), "common_terms": len(common)}
 
 
 def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
@@ -105,12 +160,21 @@ def _write(db: Database, kind: str, writes: Writes, concurrency: int, progress: 
     return db.execute_many(writes, concurrency=concurrency, batch_size=batch_size, progress=progress)
 
 
+def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path | None = None) -> None:
+    """What a kind needs after its rows: counters to the files' totals, top lists, the celebrity set."""
+    if kind == "accounts":
+        set_account_counts(db, network, path)
+    elif kind == "relations":
+        actions.apply_threshold(db, network)
+    elif kind == "posts":
+        finish_posts(db, network, path, like_counts(likes_path))
+
+
 def load(db: Database, kind: str, network: str, path: Path, *, likes_path: Path | None = None,
          progress: Progress = _noop, concurrency: int = 128) -> int:
     """Load one cleaned file in this process; returns the number of rows written (all tables)."""
     written = _write(db, kind, writes_for(kind, network, path, likes_path), concurrency, progress)
-    if kind == "accounts":
-        accounts.rebuild_celebrities(db, network_settings(), network)
+    finish(db, kind, network, path, likes_path)
     return written
 
 
@@ -140,12 +204,11 @@ def load_parallel(settings: Settings, kind: str, network: str, path: Path, *, wo
             while not queue.empty():
                 progress(queue.get())
             total = sum(result.get())
-    if kind == "accounts":
-        db = Database(settings)
-        try:
-            accounts.rebuild_celebrities(db, network_settings(), network)
-        finally:
-            db.close()
+    db = Database(settings)
+    try:
+        finish(db, kind, network, path, likes_path)
+    finally:
+        db.close()
     return total
 
 

@@ -86,7 +86,8 @@ class Reference:
     def q6(self, query: list[str], n: int = 25) -> list[int]:
         wanted = set(query)
         hits = [p for p in self.posts.values() if wanted <= words(p["content"])]
-        hits.sort(key=lambda p: (-self.like_count(p["post_id"]), -p["post_id"]))
+        # Most-liked first, then the newest (time, then id).
+        hits.sort(key=lambda p: (-self.like_count(p["post_id"]), -p["posted_at"].timestamp(), -p["post_id"]))
         return [p["post_id"] for p in hits[:n]]
 
     # -- mutations -------------------------------------------------------------------------------------------
