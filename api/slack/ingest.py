@@ -27,7 +27,7 @@ def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
     db.execute_many([
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
-        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or (), at=write_ts),
+        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
     ])
     messages.note_stored(db, msg)
 
