@@ -292,26 +292,39 @@ class _Consumer:
         listings = [self.db.execute_async(SELECT_BUCKETS, (self.queue, grp, shard, pair.cursor[0] // BUCKET_US,
                                                            now // BUCKET_US, _BUCKETS_PER_READ))
                     for shard, grp, pair in candidates]
+        buckets = [[r.bucket for r in listing.result()] for listing in listings]
+        # The first bucket of every pair is read in one concurrent round; a pair whose first bucket runs out
+        # before its share is filled goes on to its next buckets afterwards.
+        first = [self._start_read(shard, grp, pair, listed[0], share, now) if listed else None
+                 for (shard, grp, pair), listed in zip(candidates, buckets, strict=True)]
         out: list[WorkItem] = []
-        for (shard, grp, pair), listing in zip(candidates, listings, strict=True):
-            buckets = [r.bucket for r in listing.result()]
-            if len(out) < limit:
-                out.extend(self._read(shard, grp, pair, buckets, min(share, limit - len(out)), now))
+        for (shard, grp, pair), listed, future in zip(candidates, buckets, first, strict=True):
+            if future is None:
+                pair.cursor = max(pair.cursor, (now, "", -1))  # no bucket holds anything up to now
+            elif len(out) < limit:
+                out.extend(self._read(shard, grp, pair, listed, min(share, limit - len(out)), now, future))
             pair.advance(now)
         self._flush_all()
         return out
 
-    def _read(self, shard: int, grp: str, pair: _Pair, buckets: list[int], want: int, now: int
+    def _start_read(self, shard: int, grp: str, pair: _Pair, bucket: int, want: int, now: int) -> Any:
+        ask = want + sum(1 for p in pair.open if p > pair.cursor)  # items handed out already come back too
+        return (ask, self.db.execute_async(SELECT_ITEMS, (self.queue, grp, shard, bucket, *pair.cursor, now, ask)))
+
+    def _read(self, shard: int, grp: str, pair: _Pair, buckets: list[int], want: int, now: int, first: Any
               ) -> list[WorkItem]:
         got: list[WorkItem] = []
         for i, bucket in enumerate(buckets):
-            ask = want - len(got) + sum(1 for p in pair.open if p > pair.cursor)
-            rows = list(self.db.execute(SELECT_ITEMS, (self.queue, grp, shard, bucket, *pair.cursor, now, ask)))
+            ask, future = first if i == 0 else self._start_read(shard, grp, pair, bucket, want - len(got), now)
+            rows = list(future.result())
             for r in rows:
                 pos = (r.due_us, r.key, r.attempt)
-                pair.cursor = max(pair.cursor, pos)
                 if pos in pair.open:
+                    pair.cursor = max(pair.cursor, pos)
                     continue  # handed out already (or finished, waiting for the checkpoint)
+                if len(got) >= want:
+                    return got  # the share is full: the cursor stays before this row
+                pair.cursor = max(pair.cursor, pos)
                 pair.open[pos] = False
                 got.append(WorkItem(queue=self.queue, group=grp, key=r.key, payload=json.loads(r.payload),
                                     attempts=r.attempt, shard=shard, due_us=r.due_us, last_error=r.last_error))
@@ -320,10 +333,8 @@ class _Consumer:
             # The bucket is read up to now: past it (or, for the current bucket, up to now).
             end = (bucket + 1) * BUCKET_US
             pair.cursor = max(pair.cursor, (min(end, now), "", -1))
-            if len(got) >= want or i == len(buckets) - 1:
+            if len(got) >= want:
                 return got
-        if not buckets:
-            pair.cursor = max(pair.cursor, (now, "", -1))  # nothing listed up to now
         return got
 
     def _flush_all(self) -> None:

@@ -54,16 +54,29 @@ class LocalStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._resolved: Path | None = None
+        self._made: set[Path] = set()  # directories known to exist (saves a mkdir per file)
 
     def put(self, key: str, data: bytes, content_type: str | None) -> str:
-        path = self.root / key
-        if not path.resolve().is_relative_to(self.root.resolve()):
+        if self._resolved is None:
+            self._resolved = self.root.resolve()
+        # normpath, not resolve(): a lexical check of the key is enough (the root is ours) and costs no syscall.
+        path = Path(os.path.normpath(self._resolved / key))
+        if not path.is_relative_to(self._resolved) or path == self._resolved:
             raise ValueError(f"object key {key!r} leaves the files root")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if len(self._made) > 100_000:
+                self._made.clear()
+            self._made.add(path.parent)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
+        try:
+            tmp.write_bytes(data)
+        except FileNotFoundError:  # the directory went away since we made it
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(data)
         os.replace(tmp, path)
-        return path.resolve().as_uri()
+        return path.as_uri()
 
 
 class S3Store:
@@ -167,7 +180,14 @@ class FileWorker:
         stats = Stats()
         batch = file_queue.take(self.db, self.owner, self.settings.batch_size)
         if batch:
-            list(self._pool.map(lambda f: self._process(f, stats), batch))
+            # Whether each file is finished already: read for the whole batch in one concurrent round.
+            finished = messages.files_finished(self.db, [(f.team_id, f.channel_id, f.ts, f.file_id) for f in batch])
+            for f, is_finished in zip(batch, finished, strict=True):
+                if is_finished:
+                    file_queue.done(self.db, f, self.owner)  # stored (or failed for good) before: no 2nd fetch
+                    stats.skipped += 1
+            todo = [f for f, is_finished in zip(batch, finished, strict=True) if not is_finished]
+            list(self._pool.map(lambda f: self._process(f, stats), todo))
         return stats
 
     def run(self, *, interval: float = 2.0, stop: Callable[[], bool] = lambda: False,
@@ -191,10 +211,6 @@ class FileWorker:
             setattr(stats, field, getattr(stats, field) + 1)
 
     def _process(self, file: PendingFile, stats: Stats) -> None:
-        if messages.file_finished(self.db, file.team_id, file.channel_id, file.ts, file.file_id):
-            file_queue.done(self.db, file, self.owner)  # stored (or failed for good) before: no second fetch
-            self._count(stats, "skipped")
-            return
         token = self.settings.token_for(file.team_id)
         try:
             if not token:

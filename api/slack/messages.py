@@ -241,8 +241,18 @@ def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: st
 def file_finished(db: Database, team_id: str, channel_id: str, ts: int, file_id: str) -> bool:
     """Whether the message records an outcome for `file_id`: stored, or failed for good. A file enqueued again
     (an edit re-sends the message's files, a redelivered event) is then not fetched again."""
-    row = db.execute(SELECT_FILES_STORED, (team_id, channel_id, day_of(ts), ts)).one()
-    return row is not None and any(file_id in (m or {}) for m in (row.files_stored, row.files_fetch_error))
+    return files_finished(db, [(team_id, channel_id, ts, file_id)])[0]
+
+
+def files_finished(db: Database, files: list[tuple[str, str, int, str]]) -> list[bool]:
+    """`file_finished` for many (team, channel, ts, file_id) at once: one concurrent round of reads."""
+    futures = [db.execute_async(SELECT_FILES_STORED, (team, channel, day_of(ts), ts))
+               for team, channel, ts, _ in files]
+    out = []
+    for (_, _, _, file_id), future in zip(files, futures, strict=True):
+        row = future.result().one()
+        out.append(row is not None and any(file_id in (m or {}) for m in (row.files_stored, row.files_fetch_error)))
+    return out
 
 
 def record_file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, uri: str) -> None:

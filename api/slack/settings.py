@@ -46,7 +46,7 @@ class SlackSettings:
             download_timeout=float(env("CHRONICLE_FILES_TIMEOUT", "30")),
             max_file_bytes=int(env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
             batch_size=int(env("CHRONICLE_FILES_BATCH", "100")),
-            concurrency=int(env("CHRONICLE_FILES_CONCURRENCY", "8")),
+            concurrency=int(env("CHRONICLE_FILES_CONCURRENCY", "16")),
         )
 
     def token_for(self, team_id: str) -> str:
