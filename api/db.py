@@ -23,7 +23,7 @@ from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     TokenAwarePolicy,
 )
-from cassandra.query import BatchStatement, BatchType, PreparedStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
 from api import metrics
 from api.config import Settings
@@ -37,6 +37,8 @@ except ImportError as exc:  # pragma: no cover - depends on how the driver was b
     ) from exc
 
 _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE)
+# A lightweight transaction: `IF NOT EXISTS`, `IF EXISTS` or `IF <column> ...` after the statement's WHERE/VALUES.
+_CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
 Params = Sequence[Any] | Mapping[str, Any]
@@ -56,6 +58,8 @@ class Statement:
         self.name = name or f"{self.cql.split()[0].upper()} {self.table or '?'}"
         self.consistency = consistency
         self.idempotent = idempotent
+        # DDL never goes through Statement, so IF here is always a lightweight transaction.
+        self.conditional = _CONDITIONAL_RE.search(self.cql) is not None
 
     def __repr__(self) -> str:
         return f"Statement({self.name!r})"
@@ -138,6 +142,9 @@ class Database:
                 prepared.consistency_level = self.settings.read_consistency
             else:
                 prepared.consistency_level = self.settings.write_consistency
+            if statement.conditional:
+                # The Paxos round stays in the local data centre (SERIAL would cross DCs on every claim).
+                prepared.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
             self._prepared[id(statement)] = prepared
         return prepared
 
@@ -243,9 +250,11 @@ class Database:
                 out.append((batch, None, len(part), stmt))
         return out
 
-    def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None) -> Any:
+    def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None,
+                    consistency: int | None = None) -> Any:
         """Unprepared CQL, for DDL and administration only (product queries use `Statement`)."""
-        return self.session.execute(cql, params or None, timeout=timeout or self.settings.request_timeout)
+        query: Any = cql if consistency is None else SimpleStatement(cql, consistency_level=consistency)
+        return self.session.execute(query, params or None, timeout=timeout or self.settings.request_timeout)
 
 
 _db: Database | None = None

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cassandra import InvalidRequest, ReadFailure, WriteFailure
+from cassandra import ConsistencyLevel, InvalidRequest, ReadFailure, WriteFailure
 
 from api.db import Database, Statement
 
@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS {keyspace}.schema_migrations (
 """
 
 TABLES = frozenset({"schema_migrations"})
+# The ledger decides what runs next, on whichever node coordinates: written and read at QUORUM (a majority of
+# all replicas, whatever the data centre), so a runner never misses an entry another runner wrote.
+LEDGER_CONSISTENCY = ConsistencyLevel.QUORUM
 
 LATEST_MIGRATION = Statement(
     "SELECT version, status FROM schema_migrations WHERE scope = ? ORDER BY version DESC LIMIT 1"
@@ -140,7 +143,7 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
     rows = db.execute_raw(
         f"SELECT version, name, checksum, status, statements_applied, prefix_checksum "
         f"FROM {keyspace}.schema_migrations WHERE scope = %s",
-        (LEDGER_SCOPE,),
+        (LEDGER_SCOPE,), consistency=LEDGER_CONSISTENCY,
     )
     return {row.version: row._asdict() for row in rows}
 
@@ -151,11 +154,11 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
 _NOT_YET_VISIBLE = ("does not exist", "unconfigured table", "Unknown keyspace", "INCOMPATIBLE_SCHEMA")
 
 
-def _execute_when_visible(db: Database, cql: str, params: tuple = ()) -> Any:
+def _execute_when_visible(db: Database, cql: str, params: tuple = (), *, consistency: int | None = None) -> Any:
     deadline = time.monotonic() + 30
     while True:
         try:
-            return db.execute_raw(cql, params, timeout=60)
+            return db.execute_raw(cql, params, timeout=60, consistency=consistency)
         except (InvalidRequest, WriteFailure, ReadFailure) as exc:
             if not any(text in str(exc) for text in _NOT_YET_VISIBLE) or time.monotonic() > deadline:
                 raise
@@ -178,6 +181,7 @@ def _record(db: Database, keyspace: str, migration: Migration, status: str, appl
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (LEDGER_SCOPE, migration.version, migration.name, migration.checksum, status, applied, prefix,
          datetime.now(UTC)),
+        consistency=LEDGER_CONSISTENCY,
     )
 
 

@@ -31,7 +31,7 @@ def _schema_tables() -> set[str]:
     text = "\n".join(p.read_text() for p in sorted((ROOT / "cql").glob("*.cql")))
     tables = set(re.findall(r"CREATE TABLE IF NOT EXISTS \{\{keyspace\}\}\.(\w+)", text))
     dropped = set(re.findall(r"DROP TABLE IF EXISTS \{\{keyspace\}\}\.(\w+)", text))
-    return tables - dropped | {"schema_migrations"}  # created by the migration runner itself
+    return (tables - dropped) | {"schema_migrations"}  # created by the migration runner itself
 
 
 def _statement_calls(path: Path) -> int:

@@ -19,7 +19,7 @@ def slack() -> None:
 
 
 @slack.command("file-worker", context_settings=CONTEXT, short_help="Fetch Slack files into object storage.")
-@click.option("--once", is_flag=True, help="One pass over the pending files, then exit.")
+@click.option("--once", is_flag=True, help="Process the files due now, then exit (retries not yet due stay queued).")
 @click.option("--interval", default=2.0, show_default=True, help="Seconds to sleep when nothing is due.")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--fail-on-error", is_flag=True, help="With --once: exit 1 if any file failed permanently.")
@@ -27,10 +27,11 @@ def slack() -> None:
 def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error: bool, max_passes: int) -> None:
     """Run the Slack file worker (see docs/slack.md for the CHRONICLE_FILES_* / CHRONICLE_SLACK_* settings).
 
-    Reads the slack_files_pending shards (never the messages table), claims each file with an LWT lease,
-    downloads it with the workspace's bot token, stores it at slack/{team}/{channel}/{ts}/{file_id} (local
-    directory, or S3 when CHRONICLE_FILES_S3_BUCKET is set) and records the URI on the message. Safe to run
-    several at once.
+    Takes files from the `slack_files` work queue (never scans the messages table): each worker holds a share of
+    the queue's shards (a lease each), takes due files fairly across workspaces, downloads each with the
+    workspace's bot token, stores it at slack/{team}/{channel}/{ts}/{file_id} (local directory, or S3 when
+    CHRONICLE_FILES_S3_BUCKET is set) and records the URI on the message. Safe to run several at once; on
+    SIGTERM the current batch is finished and the shards are handed back.
 
     Exit codes: 0 done (--once) or stopped by a signal, 1 some files failed permanently in --once mode
     (with --fail-on-error), 2 bad configuration, 3 Cassandra unreachable.
@@ -69,8 +70,7 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
 
             def on_pass(stats: Stats) -> None:
                 passes["n"] += 1
-                for field in ("stored", "retried", "failed", "skipped"):
-                    setattr(total, field, getattr(total, field) + getattr(stats, field))
+                total.add(stats)
                 if stats.total():
                     click.echo(f"pass {passes['n']}: stored={stats.stored} retried={stats.retried} "
                                f"failed={stats.failed} skipped={stats.skipped}", err=True)
@@ -79,7 +79,14 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
                 return stopping["flag"] or (max_passes > 0 and passes["n"] >= max_passes)
 
             if once:
-                on_pass(worker.run_once())
+                try:
+                    while not stopping["flag"]:
+                        stats = worker.run_once()
+                        on_pass(stats)
+                        if stats.total() + stats.skipped == 0:
+                            break
+                finally:
+                    worker.stop()
             else:
                 worker.run(interval=interval, stop=should_stop, on_pass=on_pass)
     finally:

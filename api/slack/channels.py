@@ -61,9 +61,13 @@ SELECT_VISIBILITY = Statement(
 SELECT_NAMES = Statement(
     f"SELECT named_at, name FROM slack_channel_names WHERE team_id = ? AND channel_id = ? "
     f"LIMIT {NAMES_HISTORY_CAP}")
-SELECT_INDEX = Statement(
-    "SELECT channel_id, name, deleted, visibility, prev_channel_id, next_channel_id FROM slack_channel_index "
-    "WHERE team_id = ?")
+_INDEX_COLUMNS = "channel_id, name, deleted, visibility, prev_channel_id, next_channel_id"
+SELECT_INDEX_PAGE = Statement(
+    f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ? AND channel_id > ? LIMIT ?",
+    name="SELECT slack_channel_index (page)")
+SELECT_INDEX_ONE = Statement(
+    f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ? AND channel_id = ?",
+    name="SELECT slack_channel_index (one)")
 
 
 # -- writes: each row built here; ingest.py sends them, in its order --------------------------------------
@@ -173,21 +177,52 @@ def metadata(db: Database, team_id: str, channel_id: str, chain: list[Any]) -> d
     return {k: v for k, v in out.items() if v is not None}
 
 
-def index(db: Database, team_id: str) -> list[dict[str, Any]]:
-    """The workspace's channels (one partition read); a new id without a name of its own shows its
-    previous id's name; deleted channels are shown as deleted_<name>."""
-    rows = {r.channel_id: r for r in db.execute(SELECT_INDEX, (team_id,))}
-    out = []
-    for channel_id, r in rows.items():
-        name, vis, hops, prev = r.name, r.visibility, 0, r.prev_channel_id
-        while (name is None or vis is None) and prev in rows and hops < MAX_ID_CHAIN:
-            name, vis = name or rows[prev].name, vis or rows[prev].visibility
-            prev, hops = rows[prev].prev_channel_id, hops + 1
-        if name is None:
-            continue  # nothing known but a flag: not listable yet
-        item = {"channel_id": channel_id, "name": f"deleted_{name}" if r.deleted else name,
-                "visibility": vis or "public", "deleted": True if r.deleted else None,
-                "prev_channel_id": r.prev_channel_id, "next_channel_id": r.next_channel_id}
-        out.append({k: v for k, v in item.items() if v is not None})
-    out.sort(key=lambda x: x["channel_id"])
-    return out
+# Bounds on one index request: rows read in all (a page of mostly hidden channels stops early, with a cursor).
+INDEX_ROW_BUDGET = 2000
+
+
+def index_page(db: Database, team_id: str, *, limit: int, after: str = "", include_deleted: bool = False,
+               include_private: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the workspace's channels in channel id order, after channel id `after` (exclusive).
+
+    Returns (entries, next position or None). Reads slices of the one index partition, at most
+    INDEX_ROW_BUDGET rows per request. A new id without a name of its own shows its previous id's name (looked
+    up by key when it is not on this page). Deleted channels are left out unless `include_deleted` (then shown as
+    deleted_<name>, "deleted": true); private-converted ones unless `include_private`.
+    """
+    out: list[dict[str, Any]] = []
+    scanned, position = 0, after
+    while scanned < INDEX_ROW_BUDGET:
+        want = min(max(limit + 1 - len(out), 50), INDEX_ROW_BUDGET - scanned)
+        rows = list(db.execute(SELECT_INDEX_PAGE, (team_id, position, want)))
+        scanned += len(rows)
+        known = {r.channel_id: r for r in rows}
+        for r in rows:
+            entry = _index_entry(db, team_id, r, known)
+            if entry is not None and (include_deleted or not r.deleted) and (
+                    include_private or entry["visibility"] != "private"):
+                if len(out) == limit:
+                    return out, out[-1]["channel_id"]
+                out.append(entry)
+            position = r.channel_id
+        if len(rows) < want:
+            return out, None
+    return out, position  # the row budget ran out: the next page goes on from the last row read
+
+
+def _index_entry(db: Database, team_id: str, r: Any, known: dict[str, Any]) -> dict[str, Any] | None:
+    name, vis, hops, prev = r.name, r.visibility, 0, r.prev_channel_id
+    while (name is None or vis is None) and prev and hops < MAX_ID_CHAIN:
+        row = known.get(prev)
+        if row is None:
+            row = known[prev] = db.execute(SELECT_INDEX_ONE, (team_id, prev)).one()
+        if row is None:
+            break
+        name, vis = name or row.name, vis or row.visibility
+        prev, hops = row.prev_channel_id, hops + 1
+    if name is None:
+        return None  # nothing known but a flag: not listable yet
+    item = {"channel_id": r.channel_id, "name": f"deleted_{name}" if r.deleted else name,
+            "visibility": vis or "public", "deleted": True if r.deleted else None,
+            "prev_channel_id": r.prev_channel_id, "next_channel_id": r.next_channel_id}
+    return {k: v for k, v in item.items() if v is not None}

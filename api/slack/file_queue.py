@@ -1,8 +1,11 @@
-"""The pending-file queue: files of archived messages waiting for the file worker, and the workers' leases.
+"""The Slack file queue: files of archived messages waiting for the file worker, on the generic work queue.
 
-Owner of slack_files_pending and slack_file_leases. Ingest enqueues (the rows go out in the same write round
-as the message, see ingest.py); the worker (files.py) reads a shard, claims a file with an LWT lease
-(INSERT ... IF NOT EXISTS USING TTL) so two workers never fetch it both, and removes the row when done.
+Queue `slack_files` of api/workqueue.py, one group per workspace (so one workspace's backlog never starves
+another's new files), one item per file keyed `<channel>/<ts>/<file_id>`. Ingest sends `enqueue_writes` with the
+message's own rows; the worker (files.py) takes items, and gives each back with `done` or `retry`.
+
+This module owns no table (the old slack_files_pending and slack_file_leases are dropped by
+cql/0030_work_queue.cql): it translates between Slack files and work items.
 """
 
 from __future__ import annotations
@@ -11,39 +14,17 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from api.db import Database, Params, Statement, without_none
-from api.slack.timeutil import day_of
+from api import workqueue
+from api.db import Database, Params, Statement
+from api.workqueue import WorkItem
 
-TABLES = frozenset({"slack_files_pending", "slack_file_leases"})
-
-FILE_SHARDS = 16  # fixed: the worker reads these 16 partitions of slack_files_pending
-
-# Written at the event's time: the worker's later DELETE (at wall-clock time) wins over any redelivery.
-INSERT_PENDING = Statement(
-    "INSERT INTO slack_files_pending (shard, team_id, channel_id, ts, file_id, day, url_private, mimetype, name) "
-    "VALUES (:shard, :team_id, :channel_id, :ts, :file_id, :day, :url_private, :mimetype, :name) "
-    "USING TIMESTAMP :wt")
-SELECT_PENDING = Statement(
-    "SELECT shard, team_id, channel_id, ts, file_id, url_private, mimetype, name, attempts, next_attempt_at "
-    "FROM slack_files_pending WHERE shard = ? LIMIT ?")
-DELETE_PENDING = Statement(
-    "DELETE FROM slack_files_pending WHERE shard = ? AND team_id = ? AND channel_id = ? AND ts = ? AND file_id = ?")
-RETRY_LATER = Statement(
-    "UPDATE slack_files_pending SET attempts = ?, next_attempt_at = ?, last_error = ? "
-    "WHERE shard = ? AND team_id = ? AND channel_id = ? AND ts = ? AND file_id = ?")
-CLAIM = Statement(
-    "INSERT INTO slack_file_leases (team_id, channel_id, ts, file_id, owner) VALUES (?, ?, ?, ?, ?) "
-    "IF NOT EXISTS USING TTL ?", idempotent=False)
-RELEASE = Statement(
-    "DELETE FROM slack_file_leases WHERE team_id = ? AND channel_id = ? AND ts = ? AND file_id = ? IF owner = ?",
-    idempotent=False)
+QUEUE = "slack_files"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PendingFile:
     """One queued file: the message it belongs to, where to fetch it, and its retry state."""
 
-    shard: int
     team_id: str
     channel_id: str
     ts: int  # the message's ts (µs)
@@ -52,61 +33,56 @@ class PendingFile:
     mimetype: str | None
     name: str | None
     attempts: int
-    next_attempt_at: int | None  # epoch µs; None = due now
+    item: WorkItem
 
     @classmethod
-    def from_row(cls, row: Any) -> PendingFile:
-        return cls(shard=row.shard, team_id=row.team_id, channel_id=row.channel_id, ts=row.ts,
-                   file_id=row.file_id, url_private=row.url_private, mimetype=row.mimetype, name=row.name,
-                   attempts=row.attempts or 0, next_attempt_at=row.next_attempt_at)
-
-    def _key(self) -> tuple[int, str, str, int, str]:
-        return (self.shard, self.team_id, self.channel_id, self.ts, self.file_id)
-
-    def _lease_key(self) -> tuple[str, str, int, str]:
-        return (self.team_id, self.channel_id, self.ts, self.file_id)
-
-
-def file_shard(team_id: str, channel_id: str, ts: int) -> int:
-    # A stable hash (not Python's salted hash()) so every process picks the same shard.
-    return (sum(team_id.encode()) * 31 + sum(channel_id.encode()) + ts) % FILE_SHARDS
+    def from_item(cls, item: WorkItem) -> PendingFile:
+        p = item.payload
+        return cls(team_id=item.group, channel_id=p["channel_id"], ts=int(p["ts"]), file_id=p["file_id"],
+                   url_private=p["url"], mimetype=p.get("mimetype"), name=p.get("name"), attempts=item.attempts,
+                   item=item)
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def enqueue_writes(team_id: str, channel_id: str, ts: int, files: Iterable[dict], *, at: int
+def fetchable(files: Iterable[dict]) -> list[dict]:
+    """The files the worker fetches: external files (no url_private, or is_external) stay links."""
+    return [f for f in files
+            if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external")]
+
+
+def enqueue_writes(team_id: str, channel_id: str, ts: int, files: Iterable[dict]
                    ) -> list[tuple[Statement, Params]]:
-    """The queue rows for a message's files (written at event time `at`); the caller sends them with the
-    message's own rows. External files (no url_private, or is_external) stay links: nothing to fetch."""
-    shard, day = file_shard(team_id, channel_id, ts), day_of(ts)
-    return [(INSERT_PENDING, without_none({
-        "shard": shard, "team_id": team_id, "channel_id": channel_id, "ts": ts, "day": day, "file_id": f["id"],
-        "url_private": f["url_private"], "mimetype": _str(f.get("mimetype")), "name": _str(f.get("name")),
-        "wt": at}))
-        for f in files
-        if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external")]
+    """The queue rows for a message's files; the caller sends them with the message's own rows."""
+    writes: list[tuple[Statement, Params]] = []
+    for f in fetchable(files):
+        payload = {"channel_id": channel_id, "ts": ts, "file_id": f["id"], "url": f["url_private"]}
+        payload.update({k: v for k in ("mimetype", "name") if (v := _str(f.get(k))) is not None})
+        writes.extend(workqueue.enqueue_writes(QUEUE, team_id, f"{channel_id}/{ts}/{f['id']}", payload))
+    return writes
 
 
-def pending(db: Database, shard: int, limit: int) -> list[PendingFile]:
-    """Up to `limit` queued files of one shard (due or not: the worker checks next_attempt_at)."""
-    return [PendingFile.from_row(row) for row in db.execute(SELECT_PENDING, (shard, limit))]
+def take(db: Database, owner: str, limit: int) -> list[PendingFile]:
+    """Up to `limit` due files, from the shards `owner` holds, shared fairly between workspaces."""
+    return [PendingFile.from_item(item) for item in workqueue.take(db, QUEUE, owner, limit)]
 
 
-def claim(db: Database, file: PendingFile, owner: str, lease_seconds: int) -> bool:
-    """Take the lease on `file` for `lease_seconds`; False when another worker holds it."""
-    return bool(db.execute(CLAIM, (*file._lease_key(), owner, lease_seconds)).was_applied)
+def done(db: Database, file: PendingFile, owner: str) -> None:
+    """Finished with `file` (stored, failed for good, or found stored already)."""
+    workqueue.done(db, file.item, owner)
 
 
-def release(db: Database, file: PendingFile, owner: str) -> None:
-    db.execute(RELEASE, (*file._lease_key(), owner))
+def retry(db: Database, file: PendingFile, owner: str, *, due_at_us: int, error: str) -> None:
+    workqueue.retry(db, file.item, owner, due_at_us=due_at_us, error=error)
 
 
-def retry_later(db: Database, file: PendingFile, *, attempts: int, next_attempt_at: int, error: str) -> None:
-    db.execute(RETRY_LATER, (attempts, next_attempt_at, error, *file._key()))
+def stop(db: Database, owner: str) -> None:
+    """A worker stopping: checkpoints written, shards handed back."""
+    workqueue.stop(db, QUEUE, owner)
 
 
-def remove(db: Database, file: PendingFile) -> None:
-    """Done with `file` (stored, failed for good, or stored by someone else): off the queue."""
-    db.execute(DELETE_PENDING, file._key())
+def backlog(db: Database) -> dict:
+    """Files not yet finished per workspace (bounded count; see workqueue.backlog)."""
+    return workqueue.backlog(db, QUEUE)

@@ -1,13 +1,15 @@
-"""File processor: fetch Slack files listed in the pending-file queue into object storage.
+"""File processor: fetch Slack files listed in the file queue into object storage.
 
-Finding work never scans messages: ingest enqueues one slack_files_pending row per file into one of 16 fixed
-shard partitions (file_queue.py); the worker reads those partitions. A file is claimed with an LWT lease so
-two workers never fetch it both; the message row's files_stored map (messages.py) is the "done" mark,
-checked after claiming. Transient failures (timeouts, 5xx, 429, connection errors) are retried with
-exponential backoff (next_attempt_at on the queue row); after max_attempts, or at once for a permanent
-failure (404/401/403, an HTML login page), the message is marked files_fetch_failed.
+Finding work never scans messages: ingest enqueues one item per file on the generic work queue (file_queue.py,
+queue `slack_files`, one group per workspace); the worker takes items from the shards it holds (a lease per
+shard, so two workers never process one file at once) and processes a batch concurrently. The message row's
+files_stored / files_fetch_error maps (messages.py) are the "done" mark, checked before every download: a file
+enqueued again (an edit, a redelivered event, a re-read after a crash) is not fetched again. Transient failures
+(timeouts, 5xx, 429, connection errors) are retried with exponential backoff (a new queue item due later);
+after max_attempts, or at once for a permanent failure (404/401/403, an HTML login page), the message is
+marked files_fetch_failed.
 
-This module owns no table: the worker loop calls the queue's owner and the messages' owner.
+This module owns no table: the worker loop calls the queue (file_queue) and the messages' owner.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +30,7 @@ import structlog
 
 from api.db import Database
 from api.slack import file_queue, messages
-from api.slack.file_queue import FILE_SHARDS, PendingFile
+from api.slack.file_queue import PendingFile
 from api.slack.settings import SlackSettings
 from api.slack.timeutil import us_to_ts
 
@@ -50,16 +54,29 @@ class LocalStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._resolved: Path | None = None
+        self._made: set[Path] = set()  # directories known to exist (saves a mkdir per file)
 
     def put(self, key: str, data: bytes, content_type: str | None) -> str:
-        path = self.root / key
-        if not path.resolve().is_relative_to(self.root.resolve()):
+        if self._resolved is None:
+            self._resolved = self.root.resolve()
+        # normpath, not resolve(): a lexical check of the key is enough (the root is ours) and costs no syscall.
+        path = Path(os.path.normpath(self._resolved / key))
+        if not path.is_relative_to(self._resolved) or path == self._resolved:
             raise ValueError(f"object key {key!r} leaves the files root")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if len(self._made) > 100_000:
+                self._made.clear()
+            self._made.add(path.parent)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
+        try:
+            tmp.write_bytes(data)
+        except FileNotFoundError:  # the directory went away since we made it
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(data)
         os.replace(tmp, path)
-        return path.resolve().as_uri()
+        return path.as_uri()
 
 
 class S3Store:
@@ -128,83 +145,102 @@ class Stats:
     stored: int = 0
     retried: int = 0
     failed: int = 0
-    skipped: int = 0  # claimed elsewhere, not due yet, or already stored
+    skipped: int = 0  # found finished already (stored or failed for good): not fetched again
 
     def total(self) -> int:
         return self.stored + self.retried + self.failed
 
+    def add(self, other: Stats) -> None:
+        for field in ("stored", "retried", "failed", "skipped"):
+            setattr(self, field, getattr(self, field) + getattr(other, field))
+
 
 class FileWorker:
+    """Takes due files from the queue and processes each batch on `settings.concurrency` threads (downloads
+    wait on the network, not on the CPU)."""
+
     def __init__(self, db: Database, settings: SlackSettings, store: ObjectStore | None = None, *,
                  owner: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.db, self.settings = db, settings
         self.store = store or store_from_settings(settings)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.clock = clock
-        self.http = requests.Session()
+        self._local = threading.local()  # one HTTP session (keep-alive connection) per thread
+        self._pool = ThreadPoolExecutor(max(1, settings.concurrency), thread_name_prefix="slack-files")
+        self._stats_lock = threading.Lock()
 
-    def run_once(self, shards: range | list[int] = range(FILE_SHARDS)) -> Stats:
-        """One pass over the pending shards: every file that is due is fetched, retried later or failed."""
+    def _http(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        return session
+
+    def run_once(self) -> Stats:
+        """One batch: every due file taken from the queue is fetched, retried later or failed."""
         stats = Stats()
-        for shard in shards:
-            for file in file_queue.pending(self.db, shard, self.settings.batch_size):
-                self._process(file, stats)
+        batch = file_queue.take(self.db, self.owner, self.settings.batch_size)
+        if batch:
+            # Whether each file is finished already: read for the whole batch in one concurrent round.
+            finished = messages.files_finished(self.db, [(f.team_id, f.channel_id, f.ts, f.file_id) for f in batch])
+            for f, is_finished in zip(batch, finished, strict=True):
+                if is_finished:
+                    file_queue.done(self.db, f, self.owner)  # stored (or failed for good) before: no 2nd fetch
+                    stats.skipped += 1
+            todo = [f for f, is_finished in zip(batch, finished, strict=True) if not is_finished]
+            list(self._pool.map(lambda f: self._process(f, stats), todo))
         return stats
 
     def run(self, *, interval: float = 2.0, stop: Callable[[], bool] = lambda: False,
             on_pass: Callable[[Stats], None] | None = None) -> None:
-        while not stop():
-            stats = self.run_once()
-            if on_pass:
-                on_pass(stats)
-            if stats.total() == 0:
-                time.sleep(interval)
+        try:
+            while not stop():
+                stats = self.run_once()
+                if on_pass:
+                    on_pass(stats)
+                if stats.total() + stats.skipped == 0:
+                    time.sleep(interval)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Checkpoints written, shards handed back to the other workers."""
+        file_queue.stop(self.db, self.owner)
+
+    def _count(self, stats: Stats, field: str) -> None:
+        with self._stats_lock:
+            setattr(stats, field, getattr(stats, field) + 1)
 
     def _process(self, file: PendingFile, stats: Stats) -> None:
-        now_us = int(self.clock() * 1_000_000)
-        if file.next_attempt_at is not None and file.next_attempt_at > now_us:
-            stats.skipped += 1
-            return
-        if not file_queue.claim(self.db, file, self.owner, self.settings.lease_seconds):
-            stats.skipped += 1  # another worker holds it
-            return
+        token = self.settings.token_for(file.team_id)
         try:
-            if messages.file_stored(self.db, file.team_id, file.channel_id, file.ts, file.file_id):
-                file_queue.remove(self.db, file)  # done by someone else before us
-                stats.skipped += 1
-                return
-            token = self.settings.token_for(file.team_id)
-            try:
-                if not token:
-                    raise FetchError(f"no bot token configured for workspace {file.team_id}", transient=False)
-                data, ctype = download(file.url_private, token, timeout=self.settings.download_timeout,
-                                       max_bytes=self.settings.max_file_bytes, session=self.http)
-                uri = self.store.put(object_key(file.team_id, file.channel_id, file.ts, file.file_id), data,
-                                     file.mimetype or ctype)
-            except FetchError as exc:
-                self._failure(file, exc, stats)
-                return
-            # Stored object first, then the URI on the message, then the queue row: a crash in between
-            # leaves the row pending and the next pass redoes an idempotent put.
-            messages.record_file_stored(self.db, file.team_id, file.channel_id, file.ts, file.file_id, uri)
-            file_queue.remove(self.db, file)
-            stats.stored += 1
-            log.info("slack_file_stored", team_id=file.team_id, channel_id=file.channel_id, ts=us_to_ts(file.ts),
-                     file_id=file.file_id, uri=uri, bytes=len(data))
-        finally:
-            file_queue.release(self.db, file, self.owner)
+            if not token:
+                raise FetchError(f"no bot token configured for workspace {file.team_id}", transient=False)
+            data, ctype = download(file.url_private, token, timeout=self.settings.download_timeout,
+                                   max_bytes=self.settings.max_file_bytes, session=self._http())
+            uri = self.store.put(object_key(file.team_id, file.channel_id, file.ts, file.file_id), data,
+                                 file.mimetype or ctype)
+        except FetchError as exc:
+            self._failure(file, exc, stats)
+            return
+        # Stored object first, then the URI on the message, then the queue: a crash in between leaves the item
+        # after the checkpoint, and the next owner redoes an idempotent put (or finds it recorded).
+        messages.record_file_stored(self.db, file.team_id, file.channel_id, file.ts, file.file_id, uri)
+        file_queue.done(self.db, file, self.owner)
+        self._count(stats, "stored")
+        log.debug("slack_file_stored", team_id=file.team_id, channel_id=file.channel_id, ts=us_to_ts(file.ts),
+                  file_id=file.file_id, uri=uri, bytes=len(data))
 
     def _failure(self, file: PendingFile, exc: FetchError, stats: Stats) -> None:
         attempts = file.attempts + 1
         if exc.transient and attempts < self.settings.max_attempts:
             delay = min(self.settings.backoff_seconds * 2 ** (attempts - 1), self.settings.backoff_max_seconds)
-            next_at = int((self.clock() + delay) * 1_000_000)
-            file_queue.retry_later(self.db, file, attempts=attempts, next_attempt_at=next_at, error=str(exc)[:500])
-            stats.retried += 1
+            file_queue.retry(self.db, file, self.owner, due_at_us=int((self.clock() + delay) * 1_000_000),
+                             error=str(exc)[:500])
+            self._count(stats, "retried")
             log.info("slack_file_retry", file_id=file.file_id, attempts=attempts, delay_s=delay, error=str(exc))
             return
         error = f"after {attempts} attempt(s): {exc}"[:500]
         messages.record_file_failed(self.db, file.team_id, file.channel_id, file.ts, file.file_id, error)
-        file_queue.remove(self.db, file)
-        stats.failed += 1
+        file_queue.done(self.db, file, self.owner)
+        self._count(stats, "failed")
         log.warning("slack_file_failed", file_id=file.file_id, attempts=attempts, error=str(exc))

@@ -26,6 +26,7 @@ from api.slack.schemas import (
     EVENT_REQUEST_DOC,
     ChannelSchema,
     EventAckSchema,
+    IndexArgs,
     IndexSchema,
     MessageArgs,
     MessageWithHistorySchema,
@@ -165,17 +166,26 @@ def _next_cursor(position: int | None, scope: str) -> str | None:
 
 
 @blp.route("/slack/teams/<team_id>/channels", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.arguments(IndexArgs, location="query", as_kwargs=True)
 @blp.response(200, IndexSchema)
 @blp.doc(security=[{"bearer": []}])
-@_errors(401, 403, 404, 503)
-def channel_index(team_id: str):
-    """The workspace's channel index: channel id -> current name (deleted channels as deleted_<name>)."""
+@_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
+def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str | None = None):
+    """The workspace's channel index, in channel id order, a page at a time (`limit`, `next_cursor`): channel id
+    -> current name. Deleted channels only with include_deleted=true (as deleted_<name>)."""
     _check_ids(team_id)
     grant = require_workspace(_settings(), team_id)
-    entries = channels.index(get_db(), team_id)
-    if not grant.private:  # names of private-converted channels need the private scope
-        entries = [e for e in entries if e.get("visibility") != "private"]
-    return {"team_id": team_id, "channels": entries}
+    # Names of private-converted channels need the private scope: the scope is part of the listing.
+    scope = f"index|{team_id}|{include_deleted}|{grant.private}"
+    after = ""
+    if cursor:
+        after = verify_cursor(cursor, _settings().cursor_secret, scope).get("a")
+        if not isinstance(after, str) or not is_slack_id(after):
+            abort(400, message=_BAD_CURSOR)
+    entries, nxt = channels.index_page(get_db(), team_id, limit=limit, after=after,
+                                       include_deleted=include_deleted, include_private=grant.private)
+    next_cursor = sign_cursor({"a": nxt}, _settings().cursor_secret, scope) if nxt is not None else None
+    return {"team_id": team_id, "channels": entries, "next_cursor": next_cursor}
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"],

@@ -1,9 +1,9 @@
 """Writes that span tables: the rows one Slack event writes across the table owners, and in which order.
 
-The owners (messages.py, channels.py, file_queue.py) build the rows of their own tables and import nothing
-from each other; this module puts an event's rows together and sends them through `Database.execute_many`.
-Every write is idempotent (same key, same event-time timestamp): when one fails the endpoint answers 503 and
-Slack's retry completes the set.
+The owners (messages.py, channels.py; the file queue, file_queue.py over api/workqueue.py) build the rows of
+their own tables and import nothing from each other; this module puts an event's rows together and sends them
+through `Database.execute_many`. Every write is idempotent (same key, same event-time timestamp; a file queued
+twice is fetched once): when one fails the endpoint answers 503 and Slack's retry completes the set.
 """
 
 from __future__ import annotations
@@ -11,24 +11,33 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from api.db import Database
+from api.db import Database, Params, Statement
 from api.slack import channels, file_queue, messages
 from api.slack.messages import NewMessage
+
+
+def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
+                 versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None
+                 ) -> list[tuple[Statement, Params]]:
+    """Every row one message event writes: message row, day listing, thread index, text versions, and one work
+    queue item per file to fetch. Bulk loaders send many of these through one `execute_many`."""
+    return [
+        *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
+                                 original=original, raw=raw),
+        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
+    ]
 
 
 def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
                   versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None) -> None:
     """A new message (write_ts = its ts, original=True) or its edited form (write_ts = the edit time).
 
-    Message row, day listing, thread index, text versions and the files to fetch go out in one concurrent
-    round. A message row whose day is not yet listed is simply not on the timeline until the retry lists it:
-    never half visible.
+    Its rows (`message_rows`) go out in one concurrent round. A message row whose day is not yet listed is
+    simply not on the timeline until the retry lists it: never half visible. An edit enqueues the message's
+    files again; the file worker finds them finished and does not fetch them twice.
     """
-    db.execute_many([
-        *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
-                                 original=original, raw=raw),
-        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or (), at=write_ts),
-    ])
+    db.execute_many(message_rows(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
+                                 original=original, raw=raw))
     messages.note_stored(db, msg)
 
 

@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from cassandra import ConsistencyLevel
+
 from api.db import Database, Params, Statement, without_none
 from api.slack.codec import compress_json
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
@@ -78,10 +80,11 @@ SELECT_REPLIES = Statement(
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
-# The file worker's view of a message: which files are stored, and its outcome per file.
+# The file worker's view of a message: which files are stored, and its outcome per file. Read at LOCAL_QUORUM:
+# it must see what another worker recorded (at LOCAL_QUORUM) a moment ago, or that file is fetched twice.
 SELECT_FILES_STORED = Statement(
-    "SELECT files_stored FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
-    name="SELECT slack_messages (files_stored)")
+    "SELECT files_stored, files_fetch_error FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
+    "AND ts = ?", name="SELECT slack_messages (files_stored)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 RECORD_FILE_STORED = Statement(
     "UPDATE slack_messages SET files_stored[?] = ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
     name="FILES slack_messages")
@@ -235,10 +238,21 @@ def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: st
 
 # -- the file worker's outcome on the message ----------------------------------------------------------------
 
-def file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str) -> bool:
-    """Whether the message already records `file_id` as stored (another worker finished it)."""
-    row = db.execute(SELECT_FILES_STORED, (team_id, channel_id, day_of(ts), ts)).one()
-    return row is not None and bool(row.files_stored) and file_id in row.files_stored
+def file_finished(db: Database, team_id: str, channel_id: str, ts: int, file_id: str) -> bool:
+    """Whether the message records an outcome for `file_id`: stored, or failed for good. A file enqueued again
+    (an edit re-sends the message's files, a redelivered event) is then not fetched again."""
+    return files_finished(db, [(team_id, channel_id, ts, file_id)])[0]
+
+
+def files_finished(db: Database, files: list[tuple[str, str, int, str]]) -> list[bool]:
+    """`file_finished` for many (team, channel, ts, file_id) at once: one concurrent round of reads."""
+    futures = [db.execute_async(SELECT_FILES_STORED, (team, channel, day_of(ts), ts))
+               for team, channel, ts, _ in files]
+    out = []
+    for (_, _, _, file_id), future in zip(files, futures, strict=True):
+        row = future.result().one()
+        out.append(row is not None and any(file_id in (m or {}) for m in (row.files_stored, row.files_fetch_error)))
+    return out
 
 
 def record_file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, uri: str) -> None:

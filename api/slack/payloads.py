@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -285,16 +286,38 @@ class _Reader:
             raise BadEvent(f"missing field: {where}.{name}")
         return value
 
-    def event_us(self) -> int:
+    def event_us(self, spread: str | None = None) -> int:
         """The event's own time: event_ts when present (µs precision), else the envelope's event_time.
 
         An event_ts that is present but not a Slack timestamp (whatever its JSON type) is refused, like
-        an out-of-range one: Slack always sends a string.
+        an out-of-range one: Slack always sends a string. For the whole-second fallback see `seconds_us`.
         """
         ets = self.event.get("event_ts")
         if ets is None:
-            return self.envelope["event_time"] * 1_000_000
+            return seconds_us(self.envelope["event_time"], spread)
         return ts_to_us(ets)
+
+
+def seconds_us(seconds: int, spread: str | None = None) -> int:
+    """A time Slack gave in whole seconds, as a write time (the tie rule, docs/slack.md "Ties").
+
+    Two events of one second would share a write timestamp, and Cassandra would then keep the larger value
+    (a name, a topic) whatever Slack's order, and keep one row where two names were given. Events that set a
+    value pass that value as `spread`: a sub-second part derived from it (1..999,999 µs, the same for every
+    delivery and retry of the event) gives each distinct value its own time, so every name stays in the history
+    and the outcome does not depend on the arrival order. Toggles (archive, reactions, visibility) pass no
+    spread: `clearing` orders a same-instant pair.
+    """
+    offset = 1 + zlib.crc32(spread.encode("utf-8", "surrogatepass")) % 999_999 if spread is not None else 0
+    return seconds * 1_000_000 + offset
+
+
+def clearing(at: int) -> int:
+    """The write time of an event that clears a state (reaction_removed, channel_unarchive,
+    channel_convert_to_public): 1 µs before its event time. Of a set and a clear at the same instant, the set
+    is taken as the later one (the reaction stays, the channel stays archived / private); a clear that is
+    1 µs or more after a set still wins (equal timestamps: the tombstone, or the value "public", wins)."""
+    return at - 1
 
 
 def _parse_event(r: _Reader) -> Event:
@@ -418,8 +441,9 @@ def _reaction(r: _Reader) -> Event:
         at = r.event_us()
     except BadTimestamp as exc:
         return Unreadable(channel_id=channel_id, channel_type=None, reason=str(exc))
-    return Reaction(channel_id=channel_id, ts=ts, emoji=emoji, user=user, added=ev["type"] == "reaction_added",
-                    at=at)
+    added = ev["type"] == "reaction_added"
+    return Reaction(channel_id=channel_id, ts=ts, emoji=emoji, user=user, added=added,
+                    at=at if added else clearing(at))
 
 
 # -- channels ---------------------------------------------------------------------------------------------
@@ -444,8 +468,9 @@ def _channel_created(r: _Reader) -> ChannelCreated:
     ch, channel_id = _channel_object(r)
     name = r.field(ch, "name", str, "event.channel")
     created = ch.get("created") * 1_000_000 if _unix_seconds(ch.get("created")) else None
-    # Without event_ts the creation time is the event's time.
-    at = created if created is not None and "event_ts" not in r.event else r.event_us()
+    # Without event_ts the creation time is the event's time (whole seconds: spread by the name).
+    at = (seconds_us(ch["created"], name) if created is not None and "event_ts" not in r.event
+          else r.event_us(name))
     return ChannelCreated(channel_id=channel_id, at=at, name=name, created_ts=created,
                           creator=_str(ch.get("creator")))
 
@@ -453,7 +478,7 @@ def _channel_created(r: _Reader) -> ChannelCreated:
 def _channel_rename(r: _Reader) -> ChannelRenamed:
     ch, channel_id = _channel_object(r)
     name = r.field(ch, "name", str, "event.channel")
-    return ChannelRenamed(channel_id=channel_id, at=r.event_us(), name=name)
+    return ChannelRenamed(channel_id=channel_id, at=r.event_us(name), name=name)
 
 
 def _channel_text(r: _Reader) -> ChannelTextSet:
@@ -463,17 +488,20 @@ def _channel_text(r: _Reader) -> ChannelTextSet:
         value = value.get("value")
     if not isinstance(value, str):
         raise BadEvent(f"missing field: event.{field}")
-    return ChannelTextSet(channel_id=_channel_id(r), at=r.event_us(), **{field: value})
+    return ChannelTextSet(channel_id=_channel_id(r), at=r.event_us(f"{field}:{value}"), **{field: value})
 
 
 def _channel_convert(r: _Reader) -> ChannelConverted:
     visibility = "private" if r.event["type"] == "channel_convert_to_private" else "public"
-    return ChannelConverted(channel_id=_channel_id(r), at=r.event_us(), visibility=visibility)
+    at = r.event_us()
+    return ChannelConverted(channel_id=_channel_id(r), at=at if visibility == "private" else clearing(at),
+                            visibility=visibility)
 
 
 def _channel_archive(r: _Reader) -> ChannelArchived:
-    return ChannelArchived(channel_id=_channel_id(r), at=r.event_us(),
-                           archived=r.event["type"] == "channel_archive")
+    archived = r.event["type"] == "channel_archive"
+    at = r.event_us()
+    return ChannelArchived(channel_id=_channel_id(r), at=at if archived else clearing(at), archived=archived)
 
 
 def _channel_deleted(r: _Reader) -> ChannelDeleted:

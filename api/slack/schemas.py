@@ -53,12 +53,16 @@ class TsField(fields.String):
         return value
 
 
-class PageArgs(Schema):
-    limit = fields.Integer(load_default=50, validate=validate.Range(1, 200))
-    cursor = fields.String(metadata={
+def _cursor() -> fields.String:
+    return fields.String(metadata={
         "description": "next_cursor of the previous page of the same listing (opaque, signed); empty or "
                        "absent = first page. Any other value is answered 400.",
         "pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX_CHARS})
+
+
+class PageArgs(Schema):
+    limit = fields.Integer(load_default=50, validate=validate.Range(1, 200))
+    cursor = _cursor()
     include_deleted = fields.Boolean(load_default=False)
 
 
@@ -70,6 +74,13 @@ class TimelineArgs(PageArgs):
 
 class ThreadArgs(PageArgs):
     pass
+
+
+class IndexArgs(Schema):
+    limit = fields.Integer(load_default=200, validate=validate.Range(1, 1000))
+    cursor = _cursor()
+    include_deleted = fields.Boolean(load_default=False, metadata={
+        "description": "also list deleted channels (as deleted_<name>, with \"deleted\": true)"})
 
 
 class MessageArgs(Schema):
@@ -171,6 +182,7 @@ class IndexEntrySchema(Schema):
 class IndexSchema(Schema):
     team_id = fields.String(required=True)
     channels = fields.List(fields.Nested(IndexEntrySchema), required=True)
+    next_cursor = fields.String(allow_none=True, metadata={"description": "the next page; null on the last"})
 
 
 # -- the Events API request -------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ class SlackSettings:
     backoff_max_seconds: float
     download_timeout: float
     max_file_bytes: int
-    lease_seconds: int
     batch_size: int
+    concurrency: int
 
     @classmethod
     def from_env(cls) -> SlackSettings:
@@ -45,8 +45,8 @@ class SlackSettings:
             backoff_max_seconds=float(env("CHRONICLE_FILES_BACKOFF_MAX_SECONDS", "600")),
             download_timeout=float(env("CHRONICLE_FILES_TIMEOUT", "30")),
             max_file_bytes=int(env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
-            lease_seconds=int(env("CHRONICLE_FILES_LEASE_SECONDS", "300")),
             batch_size=int(env("CHRONICLE_FILES_BATCH", "100")),
+            concurrency=int(env("CHRONICLE_FILES_CONCURRENCY", "16")),
         )
 
     def token_for(self, team_id: str) -> str:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from api.slack import messages
 from api.slack.files import FileWorker, LocalStore, S3Store
 from api.slack.settings import SlackSettings
+from api.slack.timeutil import ts_to_us
 from tests.fakes.slack_file_host import FakeSlackFileHost, content_for
-from tests.slack.helpers import ALL, post_event
+from tests.slack.helpers import ALL, edit, post_event
 
 TOKEN = "xoxb-test-token"
 
@@ -27,7 +31,7 @@ def slack_settings(tmp_path: Path) -> SlackSettings:
     base = SlackSettings.from_env()
     return dataclasses.replace(base, bot_tokens={}, bot_token=TOKEN, files_root=str(tmp_path / "files"),
                                s3_bucket="", max_attempts=3, backoff_seconds=0.05, backoff_max_seconds=0.2,
-                               download_timeout=0.5, lease_seconds=30)
+                               download_timeout=0.5, concurrency=4)
 
 
 def share(client, team: str, channel: str, ts: str, files: list[dict]) -> None:
@@ -42,15 +46,33 @@ def message(client, team: str, channel: str, ts: str) -> dict:
     return r.json
 
 
-def drain(worker: FileWorker, passes: int = 40) -> None:
-    """Run passes until the queue is empty for this test's files (backoff makes some passes idle)."""
-    import time
+def finished(db, team: str, channel: str, ts: str, *file_ids: str) -> Callable[[], bool]:
+    """Whether the message records an outcome (stored or failed) for every one of `file_ids`."""
+    def check() -> bool:
+        return all(messages.file_finished(db, team, channel, ts_to_us(ts), f) for f in file_ids)
+    return check
 
-    for _ in range(passes):
-        stats = worker.run_once()
-        if stats.total() == 0 and stats.skipped == 0:
-            return
-        time.sleep(0.06)
+
+def drain(worker: FileWorker, until: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Run batches until `until()` holds (backoff makes some batches empty), then hand the shards back."""
+    deadline = time.monotonic() + seconds
+    try:
+        while not until():
+            assert time.monotonic() < deadline, "the worker did not finish in time"
+            if worker.run_once().total() == 0:
+                time.sleep(0.05)
+    finally:
+        worker.stop()
+
+
+def passes(worker: FileWorker, n: int = 5) -> None:
+    """A few more batches (to show that nothing more is fetched)."""
+    try:
+        for _ in range(n):
+            worker.run_once()
+            time.sleep(0.05)
+    finally:
+        worker.stop()
 
 
 def test_file_is_stored_and_recorded(client, db, host, slack_settings, unique_channel):
@@ -59,8 +81,7 @@ def test_file_is_stored_and_recorded(client, db, host, slack_settings, unique_ch
     share(client, "TF1", c, ts, [
         {"id": "FOK1", "name": "a.txt", "mimetype": "text/plain", "url_private": f"{host.base_url}/files/FOK1"},
         {"id": "FEXT", "name": "link", "is_external": True, "external_url": "https://docs.example.invalid/x"}])
-    worker = FileWorker(db, slack_settings)
-    drain(worker)
+    drain(FileWorker(db, slack_settings), finished(db, "TF1", c, ts, "FOK1"))
     m = message(client, "TF1", c, ts)
     path = Path(slack_settings.files_root) / "slack" / "TF1" / c / ts / "FOK1"
     assert path.read_bytes() == content_for("FOK1")
@@ -69,16 +90,16 @@ def test_file_is_stored_and_recorded(client, db, host, slack_settings, unique_ch
     assert {f["id"] for f in m["files"]} == {"FOK1", "FEXT"}
     assert next(f for f in m["files"] if f["id"] == "FEXT")["external_url"] == "https://docs.example.invalid/x"
     assert "files_fetch_failed" not in m
-    # Idempotent: a redelivered event and another pass do not fetch again.
+    # Idempotent: a redelivered event and more batches do not fetch again.
     share(client, "TF1", c, ts, [{"id": "FOK1", "name": "a.txt", "url_private": f"{host.base_url}/files/FOK1"}])
-    drain(worker)
+    passes(FileWorker(db, slack_settings))
     assert host.hits["/files/FOK1"] == 1
 
 
 def test_404_fails_at_once_with_the_error(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000200"
     share(client, "TF1", c, ts, [{"id": "F404", "url_private": f"{host.base_url}/missing/F404"}])
-    drain(FileWorker(db, slack_settings))
+    drain(FileWorker(db, slack_settings), finished(db, "TF1", c, ts, "F404"))
     m = message(client, "TF1", c, ts)
     assert m["files_fetch_failed"] is True
     assert "404" in m["files_fetch_error"]["F404"]
@@ -89,7 +110,7 @@ def test_404_fails_at_once_with_the_error(client, db, host, slack_settings, uniq
 def test_500_then_success_is_retried_with_backoff(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000300"
     share(client, "TF1", c, ts, [{"id": "FFLAKY", "url_private": f"{host.base_url}/flaky/FFLAKY?fail=2"}])
-    drain(FileWorker(db, slack_settings))
+    drain(FileWorker(db, slack_settings), finished(db, "TF1", c, ts, "FFLAKY"))
     m = message(client, "TF1", c, ts)
     assert "FFLAKY" in m["files_stored"]
     assert host.hits["/flaky/FFLAKY"] == 3
@@ -99,7 +120,7 @@ def test_500_then_success_is_retried_with_backoff(client, db, host, slack_settin
 def test_persistent_500_fails_after_max_attempts(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000400"
     share(client, "TF1", c, ts, [{"id": "FDOWN", "url_private": f"{host.base_url}/flaky/FDOWN?fail=99"}])
-    drain(FileWorker(db, slack_settings))
+    drain(FileWorker(db, slack_settings), finished(db, "TF1", c, ts, "FDOWN"))
     m = message(client, "TF1", c, ts)
     assert m["files_fetch_failed"] is True
     assert "after 3 attempt(s)" in m["files_fetch_error"]["FDOWN"]
@@ -109,7 +130,7 @@ def test_persistent_500_fails_after_max_attempts(client, db, host, slack_setting
 def test_html_login_page_is_rejected(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000500"
     share(client, "TF1", c, ts, [{"id": "FHTML", "url_private": f"{host.base_url}/login/FHTML"}])
-    drain(FileWorker(db, slack_settings))
+    drain(FileWorker(db, slack_settings), finished(db, "TF1", c, ts, "FHTML"))
     m = message(client, "TF1", c, ts)
     assert m["files_fetch_failed"] is True
     assert "HTML" in m["files_fetch_error"]["FHTML"]
@@ -119,14 +140,16 @@ def test_html_login_page_is_rejected(client, db, host, slack_settings, unique_ch
 def test_wrong_token_gets_the_login_page_and_fails(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000550"
     share(client, "TF1", c, ts, [{"id": "FTOK", "url_private": f"{host.base_url}/files/FTOK"}])
-    drain(FileWorker(db, dataclasses.replace(slack_settings, bot_token="xoxb-wrong")))
+    drain(FileWorker(db, dataclasses.replace(slack_settings, bot_token="xoxb-wrong")),
+          finished(db, "TF1", c, ts, "FTOK"))
     assert message(client, "TF1", c, ts)["files_fetch_failed"] is True
 
 
 def test_slow_response_times_out_then_fails(client, db, host, slack_settings, unique_channel):
     c, ts = unique_channel(), "1700001000.000600"
     share(client, "TF1", c, ts, [{"id": "FSLOW", "url_private": f"{host.base_url}/slow/FSLOW?delay=2"}])
-    drain(FileWorker(db, dataclasses.replace(slack_settings, max_attempts=2, download_timeout=0.3)))
+    drain(FileWorker(db, dataclasses.replace(slack_settings, max_attempts=2, download_timeout=0.3)),
+          finished(db, "TF1", c, ts, "FSLOW"))
     m = message(client, "TF1", c, ts)
     assert m["files_fetch_failed"] is True
     assert "Timeout" in m["files_fetch_error"]["FSLOW"] or "timed out" in m["files_fetch_error"]["FSLOW"]
@@ -142,9 +165,11 @@ def test_two_racing_workers_fetch_each_file_once(client, db, host, slack_setting
     workers = [FileWorker(db, slack_settings, owner=f"w{i}") for i in range(2)]
     barrier = threading.Barrier(2)
 
+    every = [finished(db, "TF2", c, f"1700002000.{i:06d}", fid) for i, fid in enumerate(files)]
+
     def run(w: FileWorker) -> None:
         barrier.wait()
-        drain(w)
+        drain(w, lambda: all(check() for check in every))
 
     threads = [threading.Thread(target=run, args=(w,)) for w in workers]
     for th in threads:
@@ -172,7 +197,7 @@ def test_s3_storage_against_moto_server(client, db, host, slack_settings, unique
         share(client, "TF3", c, ts,
               [{"id": "FS3", "mimetype": "image/png", "url_private": f"{host.base_url}/files/FS3"}])
         worker = FileWorker(db, slack_settings, store=S3Store("chronicle-archive", client=s3))
-        drain(worker)
+        drain(worker, finished(db, "TF3", c, ts, "FS3"))
         key = f"slack/TF3/{c}/{ts}/FS3"
         obj = s3.get_object(Bucket="chronicle-archive", Key=key)
         assert obj["Body"].read() == content_for("FS3")
@@ -215,3 +240,21 @@ def test_worker_cli_once_fetches_and_reports(client, settings, host, tmp_path, u
     assert "total: stored=" in out.stderr
     assert (tmp_path / "slack" / "TF4" / c / ts / "FCLI").read_bytes() == content_for("FCLI")
     assert "FCLI" in message(client, "TF4", c, ts)["files_stored"]
+
+
+def test_an_edit_that_resends_the_files_fetches_nothing_again(client, db, host, slack_settings, unique_channel):
+    """No resurrection: message_changed carries the message's files again; a file already stored, or failed for
+    good, is not fetched again (the worker checks the message's outcome before every download)."""
+    c, ts = unique_channel(), "1700005000.000100"
+    files = [{"id": "FKEEP", "url_private": f"{host.base_url}/files/FKEEP"},
+             {"id": "FGONE", "url_private": f"{host.base_url}/missing/FGONE"}]
+    share(client, "TF5", c, ts, files)
+    drain(FileWorker(db, slack_settings), finished(db, "TF5", c, ts, "FKEEP", "FGONE"))
+    assert (host.hits["/files/FKEEP"], host.hits["/missing/FGONE"]) == (1, 1)
+    for n, at in enumerate(("1700005100.000000", "1700005200.000000")):
+        r = post_event(client, "TF5", edit(c, ts, f"caption {n}", "", at, subtype="file_share", files=files))
+        assert r.status_code == 200
+    passes(FileWorker(db, slack_settings))
+    assert (host.hits["/files/FKEEP"], host.hits["/missing/FGONE"]) == (1, 1)
+    m = message(client, "TF5", c, ts)
+    assert m["text"] == "caption 1" and list(m["files_stored"]) == ["FKEEP"] and "FGONE" in m["files_fetch_error"]

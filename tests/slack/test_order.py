@@ -96,7 +96,7 @@ def snapshot(client, team: str) -> dict:
         "meta": get(f"/channels/{C}"),
         "new_meta": get(f"/channels/{NEW}"),
         "new_timeline": get(f"/channels/{NEW}/messages"),
-        "index": get("/channels"),
+        "index": get("/channels", include_deleted="true"),
     }
     return out
 

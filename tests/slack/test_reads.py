@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from api.paging import sign_cursor, verify_cursor
@@ -169,13 +171,48 @@ def test_names_history_is_capped_at_20_newest_first(client, unique_channel):
     assert [n["name"] for n in meta["names_history"]] == [f"name-{i}" for i in range(24, 4, -1)]
 
 
-def test_index_shows_deleted_channels_with_prefix(client, unique_channel):
+def test_index_hides_deleted_channels_unless_asked(client, unique_channel):
     a, b = unique_channel(), unique_channel()
     post_event(client, "TIDX", created(a, "keep", ts(0)))
     post_event(client, "TIDX", created(b, "drop", ts(0)))
     post_event(client, "TIDX", channel_event("channel_deleted", b, ts(5)))
     index = client.get("/slack/teams/TIDX/channels", headers=ALL).json
+    assert {e["channel_id"]: e["name"] for e in index["channels"]} == {a: "keep"}
+    assert index["next_cursor"] is None
+    index = client.get("/slack/teams/TIDX/channels", headers=ALL, query_string={"include_deleted": "true"}).json
     assert {e["channel_id"]: e["name"] for e in index["channels"]} == {a: "keep", b: "deleted_drop"}
+    assert next(e for e in index["channels"] if e["channel_id"] == b)["deleted"] is True
+
+
+def test_index_pages_through_every_channel_once(client):
+    team = f"TPG{uuid.uuid4().hex[:8].upper()}"
+    ids = [f"CPAGE{i:03d}" for i in range(57)]
+    for i, c in enumerate(ids):
+        post_event(client, team, created(c, f"chan-{i}", ts(i)))
+    post_event(client, team, channel_event("channel_deleted", ids[3], ts(100)))
+    # An id change whose old id sits on another page: the new id still shows the old id's name.
+    post_event(client, team, {"type": "channel_id_changed", "old_channel_id": ids[0], "new_channel_id": "CZNEW",
+                              "event_ts": ts(101)})
+    seen, cursor, pages = [], "", 0
+    while True:
+        r = client.get(f"/slack/teams/{team}/channels", headers=ALL, query_string={"limit": 10, "cursor": cursor})
+        assert r.status_code == 200, r.json
+        pages += 1
+        seen.extend(r.json["channels"])
+        cursor = r.json["next_cursor"]
+        if cursor is None:
+            break
+    expected = sorted(set(ids) - {ids[3]}) + ["CZNEW"]
+    assert [e["channel_id"] for e in seen] == expected and pages == 6
+    names = {e["channel_id"]: e["name"] for e in seen}
+    assert names["CZNEW"] == "chan-0" and names[ids[10]] == "chan-10"
+    # A cursor of this listing is refused by another listing (with deleted channels) and another team.
+    first = client.get(f"/slack/teams/{team}/channels", headers=ALL, query_string={"limit": 5}).json["next_cursor"]
+    assert client.get(f"/slack/teams/{team}/channels", headers=ALL,
+                      query_string={"cursor": first, "include_deleted": "true"}).status_code == 400
+    assert client.get("/slack/teams/TIDX/channels", headers=ALL, query_string={"cursor": first}).status_code == 400
+    assert client.get(f"/slack/teams/{team}/channels", headers=ALL, query_string={"limit": 0}).status_code == 422
+    assert client.get(f"/slack/teams/{team}/channels", headers=ALL, query_string={"limit": 1001}).status_code == 422
 
 
 def test_openapi_lists_every_slack_endpoint(client):
