@@ -1,6 +1,8 @@
 """Independent brute-force model of a network, in plain Python, straight from the input files.
 
-Relations come from the raw edges file (`user follower` lines), not from the cleaned relation rows; posts and
+Relations come from the raw edges file, not from the cleaned relation rows: a line "A B" means A follows B
+(SNAP's documented reading, `follower-followee`, the default) or B follows A (`followee-follower`, seed 004's
+reading), as the cleaning was told; posts and
 likes from the cleaned posts.csv / likes.csv (ids and owners are the cleaning's output), usernames from
 accounts.csv. Every query is answered by looking at everything: no index, no cache, no cap tricks.
 """
@@ -20,7 +22,8 @@ def words(text: str) -> set[str]:
 
 
 class Reference:
-    def __init__(self, raw_edges: Path, clean_dir: Path) -> None:
+    def __init__(self, raw_edges: Path, clean_dir: Path, edge_order: str = "follower-followee") -> None:
+        assert edge_order in ("follower-followee", "followee-follower"), edge_order
         self.usernames: dict[int, str] = {}
         with (clean_dir / "accounts.csv").open(newline="") as f:
             for row in csv.DictReader(f):
@@ -29,7 +32,8 @@ class Reference:
         for line in raw_edges.read_text().splitlines():
             parts = line.split()
             if len(parts) == 2 and parts[0] != parts[1]:
-                self.edges.add((int(parts[1]), int(parts[0])))
+                a, b = int(parts[0]), int(parts[1])
+                self.edges.add((a, b) if edge_order == "follower-followee" else (b, a))
         self.posts: dict[int, dict] = {}
         with (clean_dir / "posts.csv").open(newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
