@@ -69,6 +69,7 @@ def test_digits_and_separators():
     assert index_terms("e-mail,love;tour/now \U0001f600ok") == {"e", "mail", "love", "tour", "now", "ok"}
     assert index_terms("\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e") == {
         "\u0928\u092e\u0938\u094d\u0924\u0947", "\u0926\u0941\u0928\u093f\u092f\u093e"}  # vowel signs stay in
+    assert index_terms("x a\U0001d167b love\U0001f600tour") == {"x", "a\U0001d167b", "love", "tour"}  # beyond the BMP
 
 
 def test_query_terms_are_distinct_and_in_order():
