@@ -6,6 +6,9 @@ same rows and counts: nothing is counted twice.
 
 Several processes can share one file (`workers`): worker k takes the rows whose index % workers == k, with
 its own Cluster (the GIL caps one process at about one core of driver work).
+
+Progress is reported in rows of the input file (the unit of `count_rows`, so a bar's total and its
+increments agree), not in table writes: one post is ~15 writes, one account 2.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ Progress = Callable[[int], None]
 KINDS = ("accounts", "relations", "posts", "likes")
 RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
 Writes = Iterator[tuple[Statement, Params]]
+RowWrites = Iterator[list[tuple[Statement, Params]]]  # the writes of each input row, row by row
 
 
 def _noop(_n: int) -> None:
@@ -48,10 +52,9 @@ def count_rows(path: Path) -> int:
         return max(0, sum(1 for _ in csv.reader(handle)) - 1)
 
 
-def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     for account_id, username, followers, follows in _rows(path, worker, workers):
-        yield from accounts.account_writes(network, Account(int(account_id), username, int(followers),
-                                                            int(follows)))
+        yield accounts.account_writes(network, Account(int(account_id), username, int(followers), int(follows)))
 
 
 def set_account_counts(db: Database, network: str, path: Path) -> int:
@@ -60,13 +63,13 @@ def set_account_counts(db: Database, network: str, path: Path) -> int:
     return len(accounts.set_counts(db, network, wanted))
 
 
-def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
     (they go out in unlogged batches of RELATION_BATCH)."""
     for account_id, _name, rel_type, target_id, target_name in _rows(path):
         account = int(account_id)
         if (account + len(rel_type)) % workers == worker:
-            yield relations.relation_write(network, account, rel_type, int(target_id), target_name)
+            yield [relations.relation_write(network, account, rel_type, int(target_id), target_name)]
 
 
 def like_counts(likes_path: Path | None) -> dict[int, int]:
@@ -92,7 +95,8 @@ def _posts(path: Path, counts: dict[int, int]) -> list[Post]:
     return out
 
 
-def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1) -> Writes:
+def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1
+                ) -> RowWrites:
     """Post rows and term postings; posting n of a term (in time order) goes into bucket n // 50,000."""
     numbered: collections.Counter = collections.Counter()
     for i, post in enumerate(_posts(path, counts)):
@@ -101,9 +105,8 @@ def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 
             buckets[term] = search.bucket_of(numbered[term])
             numbered[term] += 1
         if i % workers == worker:
-            yield from posts.post_writes(network, post)
-            yield from search.posting_writes(network, post, buckets)
-            yield posts.term_buckets_write(network, post.post_id, buckets)
+            yield [*posts.post_writes(network, post), *search.posting_writes(network, post, buckets),
+                   posts.term_buckets_write(network, post.post_id, buckets)]
 
 
 def common_terms(path: Path) -> list[str]:
@@ -137,13 +140,13 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     return {"terms": len(terms), "common_terms": len(common)}
 
 
-def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     for post_id, user_id in _rows(path, worker, workers):
-        yield from likes.like_writes(network, int(post_id), int(user_id))
+        yield likes.like_writes(network, int(post_id), int(user_id))
 
 
 def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = None, worker: int = 0,
-               workers: int = 1) -> Iterator[tuple]:
+               workers: int = 1) -> RowWrites:
     if kind == "accounts":
         return account_writes(network, path, worker, workers)
     if kind == "relations":
@@ -155,9 +158,49 @@ def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = No
     raise ValueError(kind)
 
 
-def _write(db: Database, kind: str, writes: Writes, concurrency: int, progress: Progress) -> int:
+class _RowProgress:
+    """Turns `execute_many`'s completed writes into completed input rows for `progress`.
+
+    Each row's writes are counted before the first of them is handed out, so the end of every row is known
+    before its writes complete (counting only at the next row would leave the last row of a slice unreported
+    when nothing follows it); `finish` reports whatever is left, so the increments add up to the rows read.
+    """
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.ends: collections.deque[int] = collections.deque()  # cumulative write count at each row's end
+        self.handed = self.done = self.rows = self.reported = 0
+
+    def writes(self, rows: RowWrites) -> Writes:
+        for row in rows:
+            self.handed += len(row)
+            self.ends.append(self.handed)
+            self.rows += 1
+            yield from row
+
+    def __call__(self, completed: int) -> None:
+        self.done += completed
+        finished = 0
+        while self.ends and self.ends[0] <= self.done:
+            self.ends.popleft()
+            finished += 1
+        if finished:
+            self.reported += finished
+            self.progress(finished)
+
+    def finish(self) -> None:
+        if self.rows > self.reported:
+            self.progress(self.rows - self.reported)
+            self.reported = self.rows
+
+
+def _write(db: Database, kind: str, rows: RowWrites, concurrency: int, progress: Progress) -> int:
     batch_size = RELATION_BATCH if kind == "relations" else 1
-    return db.execute_many(writes, concurrency=concurrency, batch_size=batch_size, progress=progress)
+    tracker = _RowProgress(progress)
+    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size,
+                              progress=tracker)
+    tracker.finish()
+    return written
 
 
 def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path | None = None) -> None:
@@ -172,7 +215,8 @@ def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path |
 
 def load(db: Database, kind: str, network: str, path: Path, *, likes_path: Path | None = None,
          progress: Progress = _noop, concurrency: int = 128) -> int:
-    """Load one cleaned file in this process; returns the number of rows written (all tables)."""
+    """Load one cleaned file in this process; returns the number of rows written (all tables). `progress` is
+    called with the number of input rows done (they add up to `count_rows(path)`)."""
     written = _write(db, kind, writes_for(kind, network, path, likes_path), concurrency, progress)
     finish(db, kind, network, path, likes_path)
     return written
@@ -190,7 +234,8 @@ def _worker(args: tuple) -> int:
 
 def load_parallel(settings: Settings, kind: str, network: str, path: Path, *, workers: int,
                   likes_path: Path | None = None, progress: Progress = _noop, concurrency: int = 128) -> int:
-    """Load one cleaned file with `workers` processes (spawned, each with its own Cluster)."""
+    """Load one cleaned file with `workers` processes (spawned, each with its own Cluster); `progress` as in
+    `load`, summed over the workers."""
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         queue = manager.Queue()

@@ -31,11 +31,12 @@ def check_all(client, net, extra=()) -> None:
 
 
 def _pick(ref):
-    """A celebrity C (top-1), a normal author A (rank ~30) with followers, a user U not following A who follows
-    an author B with posts, and a post P of a top-10 author."""
+    """A celebrity C (top-1), a normal author A (rank 10 or below: posts sit on their authors' accounts, the
+    top ones) with followers, a user U not following A who follows an author B with posts, and a post P of a
+    top-10 author."""
     ranked = [a for a, _ in ref.q2(100)]
     celeb = ranked[0]
-    author = next(a for a in ranked[25:] if ref.followers(a) and ref.q1(a))
+    author = next(a for a in ranked[10:] if ref.followers(a) and ref.q1(a))
     user = next(u for u in sorted(ref.usernames) if author not in ref.follows(u) and u != author
                 and any(ref.q1(b) and b != celeb for b in ref.follows(u)) and len(ref.follows(u)) >= 3)
     unfollowed = next(b for b in sorted(ref.follows(user)) if ref.q1(b) and b != celeb)
