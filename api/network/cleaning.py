@@ -267,6 +267,7 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
     ranked = sorted(accounts, key=lambda a: (-a[2], a[0]))[:top]
     named = {a[1]: a for a in accounts} if authors == OWN else {}
     spread_authors: collections.Counter = collections.Counter()
+    on_own = 0  # posts that sit on the account bearing their author's name
     all_ids = sorted(a[0] for a in accounts)
     seen_ids: set[int] = set()
     seen_rows: set[int] = set()
@@ -313,6 +314,7 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
             if owner is None:
                 owner = ranked[stable_id(str(post_id)) % len(ranked)]
                 spread_authors[author] += 1
+            on_own += owner[1] == author
             lat, lon = (row.get("latitude") or "").strip(), (row.get("longitude") or "").strip()
             pw.writerow([post_id, owner[0], owner[1], author, raw_id, iso(posted), content,
                          (row.get("language") or "").strip(), (row.get("country") or "").strip(), lat, lon,
@@ -326,7 +328,7 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
                 likes_written += k
     advance.flush()
     report.extra.update(likes=likes_written, like_rate=like_rate, authors=authors,
-                        posts_on_own_account=report.written - sum(spread_authors.values()))
+                        posts_on_own_account=on_own)
     if spread_authors:
         report.extra.update(spread_over=len(ranked), spread_posts_by_author=dict(sorted(spread_authors.items())))
     return report

@@ -194,6 +194,8 @@ def test_authors_own_or_spread(tmp_path):
     assert {r["author_id"] for r in rows} <= {"3", "1"}
     assert [r["original_author"] for r in rows] == ["katyperry", "katyperry", "rihanna"]
     assert report.extra["spread_posts_by_author"] == {"katyperry": 2, "rihanna": 1}
+    assert report.extra["posts_on_own_account"] == sum(
+        (r["author_id"], r["original_author"]) in {("3", "katyperry"), ("1", "rihanna")} for r in rows)
     # An author the accounts file does not name (another posts file): spread, and said so.
     other = tmp_path / "other.csv"
     other.write_text(TINY_POSTS.replace("rihanna", "shakira"))
