@@ -151,7 +151,7 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
 # A coordinator that has not yet applied the previous DDL answers "does not exist" even after the driver saw
 # schema versions agree (gossip runs ahead of some nodes' schema tables), and replicas that lag behind the
 # coordinator fail a write with INCOMPATIBLE_SCHEMA: such answers are retried briefly.
-_NOT_YET_VISIBLE = ("does not exist", "unconfigured table", "Unknown keyspace", "INCOMPATIBLE_SCHEMA")
+_NOT_YET_VISIBLE = ("does not exist", "doesn't exist", "unconfigured table", "Unknown keyspace", "INCOMPATIBLE_SCHEMA")
 
 
 def _execute_when_visible(db: Database, cql: str, params: tuple = (), *, consistency: int | None = None) -> Any:

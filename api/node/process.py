@@ -182,9 +182,59 @@ def node_status(spec: NodeSpec) -> NodeStatus:
     return NodeStatus(spec.name, spec.address, spec.native_port, pid, version is not None, version)
 
 
+def ring_view(spec: NodeSpec, timeout: float = 5.0) -> tuple[set[str], set[str]]:
+    """What `spec` knows of the ring: the peers it lists and the schema versions (its own and theirs)."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([spec.address]),
+                               request_timeout=timeout)
+    cluster = Cluster([spec.address], port=spec.native_port, connect_timeout=timeout, protocol_version=5,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile}, control_connection_timeout=timeout)
+    try:
+        session = cluster.connect()
+        local = session.execute("SELECT schema_version FROM system.local").one()
+        peers = list(session.execute("SELECT peer, schema_version FROM system.peers_v2"))
+        return {str(p.peer) for p in peers}, {str(local.schema_version), *(str(p.schema_version) for p in peers)}
+    finally:
+        cluster.shutdown()
+
+
+def wait_for_ring(specs: list[NodeSpec], *, timeout: float = 120.0, log=say) -> None:
+    """Wait until every node lists all the others and all agree on one schema version.
+
+    CQL answering on each node is not enough: a keyspace created before the ring has formed is
+    created with only the nodes the coordinator knows, and DDL sent to a node that has not yet
+    joined is not seen by the others."""
+    addresses = {spec.address for spec in specs}
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        views = []
+        try:
+            views = [ring_view(spec) for spec in specs]
+        except Exception as exc:  # noqa: BLE001 - a node still settling refuses briefly
+            last = str(exc)
+        if views and all(peers == addresses - {spec.address} and len(versions) == 1
+                         for spec, (peers, versions) in zip(specs, views, strict=True)):
+            log(f"ring: {len(specs)} nodes see each other, one schema version")
+            return
+        if views:
+            last = "; ".join(f"{spec.name} sees {sorted(peers)}, {len(versions)} schema version(s)"
+                             for spec, (peers, versions) in zip(specs, views, strict=True))
+        time.sleep(1.0)
+    raise NodeError(f"the ring did not form within {timeout:.0f} s: {last}")
+
+
 def start_cluster(specs: Iterable[NodeSpec], *, settings: NodeSettings | None = None, log=say) -> list[str]:
-    """Seed first, then the others: each joins with its pre-assigned token, no bootstrap streaming."""
-    return [start_node(spec, settings=settings, log=log) for spec in specs]
+    """Seed first, then the others: each joins with its pre-assigned token, no bootstrap streaming.
+
+    Returns once every node sees the whole ring (see wait_for_ring)."""
+    specs = list(specs)
+    versions = [start_node(spec, settings=settings, log=log) for spec in specs]
+    if len(specs) > 1:
+        wait_for_ring(specs, log=log)
+    return versions
 
 
 def stop_cluster(specs: Iterable[NodeSpec], *, log=say) -> None:
