@@ -16,8 +16,9 @@
 Standalone on purpose: the partition sizes and node-log scan of bench/scale_common.py can be added to the report
 later (`--keep-keyspace` leaves the keyspace for nodetool) without changing how these figures are measured.
 
-    python bench/scale_slack.py                      # full size: 200,000 files, 4 workspaces, 2 workers
-    python bench/scale_slack.py --files 5000         # a quick run
+    python -m bench.scale_slack                      # full size: 200,000 files, 4 workspaces, 2 workers
+    python -m bench.scale_slack --files 5000         # a quick run
+(run as a module from the repository root: it uses the loopback file host of tests/fakes/)
 """
 
 from __future__ import annotations
@@ -39,16 +40,15 @@ from pathlib import Path
 
 import click
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from api.config import Settings
+from api.db import Database
+from api.migrations import migrate
+from api.slack import file_queue, ingest, messages
+from api.slack.messages import NewMessage
+from api.slack.timeutil import day_of, us_to_ts
+from tests.fakes.slack_file_host import FakeSlackFileHost
 
-from api.config import Settings  # noqa: E402
-from api.db import Database  # noqa: E402
-from api.migrations import migrate  # noqa: E402
-from api.slack import file_queue, ingest, messages  # noqa: E402
-from api.slack.messages import NewMessage  # noqa: E402
-from api.slack.timeutil import day_of, us_to_ts  # noqa: E402
-from tests.fakes.slack_file_host import FakeSlackFileHost  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TOKEN = "xoxb-scale-bench"
 BASE_TS = 1_763_000_000 * 1_000_000  # 2025-11-13: the messages' times (the queue's due times are "now")

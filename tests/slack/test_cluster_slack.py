@@ -6,6 +6,7 @@ Slow (the cluster takes about a minute to start and 3 GB of memory): `pytest -m 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import threading
@@ -14,10 +15,9 @@ import time
 import pytest
 
 from api.config import Settings
-from api.db import Database
+from api.db import Database, set_db
 from api.migrations import migrate
-from api.node.config import cluster_specs
-from api.node.process import destroy, start_cluster
+from api.node.process import start_cluster
 from api.slack.files import FileWorker
 from api.slack.settings import SlackSettings
 from tests.fakes.slack_file_host import FakeSlackFileHost, content_for
@@ -31,13 +31,15 @@ KEYSPACE = "slack_cluster_test"
 
 
 @pytest.fixture(scope="module")
-def cluster_app(tmp_path_factory):
+def cluster_app(rf3_cluster, db):
+    """The app on the run's shared 3-node cluster (tests/conftest.py) with a keyspace of its own; the process's
+    database is given back to the session's `db` afterwards (create_app installs its own)."""
     import json
 
     from api.app import create_app
 
-    specs = cluster_specs(3)
-    start_cluster(specs)
+    specs = rf3_cluster
+    start_cluster(specs)  # every node up: an earlier slow test may have stopped one
     settings = dataclasses.replace(
         Settings.from_env(), contact_points=[s.address for s in specs], cassandra_port=specs[0].native_port,
         keyspace=KEYSPACE, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=20.0,
@@ -47,19 +49,25 @@ def cluster_app(tmp_path_factory):
     assert (settings.write_consistency, settings.read_consistency) == (defaults.write_consistency,
                                                                        defaults.read_consistency)
     admin = Database(settings, keyspace="")
-    db = None
+    cluster_db = None
     try:
+        deadline = time.monotonic() + 60
+        while len([h for h in admin.cluster.metadata.all_hosts() if h.is_up]) < 3:
+            assert time.monotonic() < deadline, "the driver does not see 3 nodes up"
+            time.sleep(1)
+        admin.execute_raw(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=60)
         migrate(admin, KEYSPACE, settings.replication_map(), log=lambda _m: None)
-        db = Database(settings)
-        assert len([h for h in db.cluster.metadata.all_hosts() if h.is_up]) == 3
-        app = create_app(settings, database=db)
+        cluster_db = Database(settings)
+        app = create_app(settings, database=cluster_db)
         app.config["TESTING"] = True
-        yield app, db
+        yield app, cluster_db
     finally:
-        if db is not None:
-            db.close()
+        set_db(db)
+        if cluster_db is not None:
+            cluster_db.close()
+        with contextlib.suppress(Exception):
+            admin.execute_raw(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=60)
         admin.close()
-        destroy(specs)
 
 
 def settle() -> None:
@@ -69,7 +77,7 @@ def settle() -> None:
 
 
 def test_order_shuffle_converges_on_the_cluster(cluster_app):
-    app, _db = cluster_app
+    app, _cluster_db = cluster_app
     client = app.test_client()
     test_order.ingest(client, "TORDER", test_order.scenario())
     settle()
