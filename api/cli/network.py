@@ -8,6 +8,9 @@
   post             Q5: new posts with fan-out                       (runtime_scripts/insert_new_tweets.py)
   init-cache       rebuild one account's home cache                 (runtime_scripts/init_cache_for_user.py)
   rankings         Q2 + Q3 job: append a top-100 snapshot           (runtime_scripts/compute_rankings.py)
+  apply-threshold  job: celebrity set for the hybrid threshold in force
+  index-terms      job: rebuild Q6 top lists of common terms
+  reconcile        job: re-count counters and repair drift
 
 Every command prints JSON on stdout (progress bars go to stderr). Exit codes: see api/cli/common.py.
 """
@@ -56,16 +59,21 @@ def network() -> None:
 @network.command("clean-relations", context_settings=CONTEXT,
                  short_help="Follower edges -> accounts.csv + relations.csv.")
 @click.option("--edges", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="space-separated `user follower` pairs (twitter_combined.txt)")
+              help="space-separated id pairs, one edge a line (twitter_combined.txt)")
+@click.option("--edge-order", type=click.Choice(cleaning.EDGE_ORDERS), default=cleaning.DEFAULT_EDGE_ORDER,
+              show_default=True, help="how to read `A B`: follower-followee = A follows B (SNAP's documented "
+              "reading); followee-follower = B follows A (seed 004's scripts)")
 @click.option("--posts", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="the posts CSV, read only for its author names")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="directory for accounts.csv and relations.csv")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def clean_relations(edges: Path, posts: Path, out_dir: Path, quiet: bool) -> None:
+def clean_relations(edges: Path, edge_order: str, posts: Path, out_dir: Path, quiet: bool) -> None:
     """Clean the follower edges into relation rows with usernames; prints a JSON report of what was dropped.
 
-    Edges file (`user follower` per line, e.g. SNAP twitter_combined.txt) -> accounts.csv + relations.csv.
+    Edges file (two ids a line, e.g. SNAP twitter_combined.txt) -> accounts.csv + relations.csv. SNAP
+    documents a line `A B` as "A follows B" (--edge-order follower-followee, the default); seed 004's
+    scripts read it as "B follows A" (followee-follower). The reading decides who has the followers.
     Streams the edges (duplicates are removed through 32 spill files, so memory grows with accounts, not edges).
     The authors of the posts CSV take the ids with the most followers; every other id gets a deterministic
     generated username. Each distinct edge becomes a "follower" row and a "follows" row.
@@ -73,7 +81,9 @@ def clean_relations(edges: Path, posts: Path, out_dir: Path, quiet: bool) -> Non
     Exit codes: 0 done, 1 input unreadable or malformed beyond repair, 2 usage error.
     """
     with fail_on(OSError, ValueError, UnicodeError), progress_bars(not quiet) as bars:
-        report = cleaning.clean_relations(edges, posts, out_dir, progress=bars("edges", None))
+        total = None if quiet else cleaning.count_lines(edges)  # the bar counts lines, as the cleaning reads them
+        report = cleaning.clean_relations(edges, posts, out_dir, edge_order=edge_order,
+                                          progress=bars("edge lines", total))
     click.echo(json.dumps(report.as_dict(), indent=1))
 
 
@@ -87,23 +97,30 @@ def clean_relations(edges: Path, posts: Path, out_dir: Path, quiet: bool) -> Non
 @click.option("--seed", type=int, default=4, show_default=True, help="seed of the likers drawn per post")
 @click.option("--date-order", type=click.Choice(["dmy", "mdy"]), default="dmy", show_default=True,
               help="how to read `04/03/2017`")
-@click.option("--top", type=int, default=100, show_default=True, help="spread posts over this many accounts")
+@click.option("--authors", type=click.Choice(cleaning.AUTHOR_MODES), default=cleaning.OWN, show_default=True,
+              help="own: each post on the account named after its author; spread: over the --top accounts")
+@click.option("--top", type=click.IntRange(1), default=100, show_default=True,
+              help="with --authors spread (or an author without an account): spread over this many accounts")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def clean_posts(posts: Path, accounts: Path, out_dir: Path, like_rate: float, seed: int, date_order: str, top: int,
-                quiet: bool) -> None:
+def clean_posts(posts: Path, accounts: Path, out_dir: Path, like_rate: float, seed: int, date_order: str,
+                authors: str, top: int, quiet: bool) -> None:
     """Clean the posts and generate likes; prints a JSON report of what was dropped or repaired.
 
     Posts CSV (author,content,country,date_time,id,language,latitude,longitude,number_of_likes,number_of_shares)
     -> posts.csv + likes.csv. Repairs ids (scientific-notation and repeated ids get stable hashed ids), converts
-    `dd/mm/yyyy HH:MM` to ISO 8601 UTC, spreads the posts over the 100 accounts with the most followers (the
-    original author is kept as provenance) and writes round(number_of_likes * --like-rate) likes per post from
-    distinct accounts. Drops exact duplicate rows and rows whose date cannot be read, and says so in its report.
+    `dd/mm/yyyy HH:MM` to ISO 8601 UTC, puts each post on the account that clean-relations named after its
+    author (--authors own; --authors spread spreads them over the --top most-followed accounts instead; the
+    original author is kept on every post either way) and writes round(number_of_likes * --like-rate) likes per
+    post from distinct accounts. Drops exact duplicate rows and rows whose date cannot be read, and says so in
+    its report.
 
     Exit codes: 0 done, 1 input unreadable or missing columns, 2 usage error.
     """
     with fail_on(OSError, ValueError, UnicodeError), progress_bars(not quiet) as bars:
+        total = None if quiet else cleaning.count_raw_posts(posts)  # CSV rows, not lines (content spans lines)
         report = cleaning.clean_posts(posts, accounts, out_dir, like_rate=like_rate, seed=seed,
-                                      date_order=date_order, top=top, progress=bars("posts", None))
+                                      date_order=date_order, authors=authors, top=top,
+                                      progress=bars("posts", total))
     click.echo(json.dumps(report.as_dict(), indent=1))
 
 
@@ -117,8 +134,10 @@ SCALES = {"small": (400, 4_000, 800), "medium": (8_000, 150_000, 5_000), "full":
 @click.option("--edges", type=int, help="override the scale's edge count")
 @click.option("--posts", type=int, help="override the scale's post count")
 @click.option("--seed", type=int, default=4, show_default=True)
+@click.option("--edge-order", type=click.Choice(cleaning.EDGE_ORDERS), default=cleaning.DEFAULT_EDGE_ORDER,
+              show_default=True, help="column order of the edge lines (clean them with the same --edge-order)")
 def generate(out_dir: Path, scale: str, accounts: int | None, edges: int | None, posts: int | None,
-             seed: int) -> None:
+             seed: int, edge_order: str) -> None:
     """Generate raw network files of the chosen scale.
 
     Writes look-alike raw files (twitter_combined.txt, tweets.csv) with the real files' shapes and quirks.
@@ -127,8 +146,8 @@ def generate(out_dir: Path, scale: str, accounts: int | None, edges: int | None,
     """
     a, e, p = SCALES[scale]
     edges_path, posts_path = generator.generate(out_dir, accounts=accounts or a, edges=edges or e,
-                                                posts=posts or p, seed=seed)
-    click.echo(json.dumps({"edges": str(edges_path), "posts": str(posts_path)}))
+                                                posts=posts or p, seed=seed, edge_order=edge_order)
+    click.echo(json.dumps({"edges": str(edges_path), "posts": str(posts_path), "edge_order": edge_order}))
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -150,9 +169,9 @@ def load(network: str, directory: Path, only: tuple[str, ...], workers: int, con
     """Load the cleaned files of DIR as network NETWORK; prints rows written and rows/s per file as JSON.
 
     Loads accounts.csv, relations.csv, posts.csv and likes.csv into the query tables with concurrent prepared
-    writes, progress bars, optionally several processes per file (--workers). Every write is an idempotent
-    INSERT of values computed from the files, counts included: re-running, or resuming after a crash by simply
-    running again, writes the same rows and counts nothing twice.
+    writes, progress bars (rows of each file), optionally several processes per file (--workers). Every write
+    is an idempotent INSERT of values computed from the files, counts included: re-running, or resuming after a
+    crash by simply running again, writes the same rows and counts nothing twice.
 
     Exit codes: 0 loaded, 1 a file is missing/malformed or a write failed, 2 usage error, 3 Cassandra unreachable.
     """
@@ -168,7 +187,9 @@ def load(network: str, directory: Path, only: tuple[str, ...], workers: int, con
     with cassandra_errors(), progress_bars(not quiet) as bars:
         for kind in kinds:
             path = directory / f"{kind}.csv"
-            advance = bars(kind, None)
+            # The bar counts rows of the file, as the loader reports them (not table writes: a post is ~15).
+            rows = None if quiet else loader.count_rows(path)
+            advance = bars(kind, rows)
             started = time.perf_counter()
             with fail_on(ValueError, OSError, prefix=f"{path}: "):
                 if workers > 1:
@@ -179,7 +200,8 @@ def load(network: str, directory: Path, only: tuple[str, ...], workers: int, con
                     written = loader.load(get_db(), kind, network, path, likes_path=directory / "likes.csv",
                                           progress=advance, concurrency=concurrency)
             seconds = time.perf_counter() - started
-            report[kind] = {"writes": written, "seconds": round(seconds, 2),
+            report[kind] = {**({"rows": rows} if rows is not None else {}), "writes": written,
+                            "seconds": round(seconds, 2),
                             "writes_per_s": round(written / seconds) if seconds else None}
     emit({"network": network, "loaded": report})
 
@@ -271,8 +293,8 @@ def q6(network: str, words: tuple[str, ...]) -> None:
     if not parsed:
         fail("give at least one word (letters or digits)", EXIT_USAGE)
     with cassandra_errors():
-        emit({"words": parsed, "posts": actions.search_posts(get_db(), network, parsed,
-                                                              network_settings().page_size)})
+        found = actions.search_posts(get_db(), network, parsed, network_settings().page_size)
+        emit({"words": parsed, "posts": found.posts, "exact": found.exact})
 
 
 # ------------------------------------------------------------------------------------------- writes and jobs
@@ -372,3 +394,64 @@ def compute_rankings(network: str, every: int | None, dry_run: bool, summary: bo
             if not every:
                 return
             time.sleep(every)
+
+
+@network.command("apply-threshold", context_settings=CONTEXT,
+                 short_help="Job: make the celebrity set match the hybrid threshold in force.")
+@click.option("--network", required=True)
+@click.option("--dry-run", is_flag=True, help="list who would be promoted and demoted, change nothing")
+def apply_threshold(network: str, dry_run: bool) -> None:
+    """Promote every account at or above CHRONICLE_NETWORK_HYBRID_THRESHOLD (merged into home pages at read
+    time) and demote the others (fanned out again). Run after changing the threshold; loads run it too.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors():
+        emit(actions.apply_threshold(get_db(), network, dry_run=dry_run))
+
+
+@network.command("index-terms", context_settings=CONTEXT, short_help="Job: rebuild the Q6 top lists of terms.")
+@click.option("--network", required=True)
+@click.option("--term", "terms", multiple=True, help="a term to rebuild (repeatable); default: every common "
+              "term of the given posts file")
+@click.option("--posts-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="a cleaned posts.csv whose common terms are rebuilt")
+@click.option("--dry-run", is_flag=True, help="compute floors and sizes, write nothing")
+def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, dry_run: bool) -> None:
+    """Rebuild the top list (most-liked candidates) of common terms (more than 2,000 postings), from all their
+    postings and the posts' like counts. A new generation is written, then switched to: readers never wait.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    wanted = list(dict.fromkeys(search.parse_query(" ".join(terms)) if terms else []))
+    if posts_file is not None:
+        wanted += [t for t in loader.common_terms(posts_file) if t not in wanted]
+    if not wanted:
+        fail("give --term or --posts-file", EXIT_USAGE)
+    with cassandra_errors():
+        db = get_db()
+        with progress_bars() as bars:
+            advance = bars("terms", len(wanted))
+            out = []
+            for term in wanted:
+                out.append(actions.rebuild_term_top(db, network, term, dry_run=dry_run))
+                advance(1)
+        emit({"network": network, "dry_run": dry_run, "terms": out})
+
+
+@network.command("reconcile", context_settings=CONTEXT,
+                 short_help="Job: re-count follower/follows (and like) counters and repair drift.")
+@click.option("--network", required=True)
+@click.option("--account-id", "account_ids", type=int, multiple=True, help="only these accounts (repeatable)")
+@click.option("--post-id", "post_ids", type=int, multiple=True, help="also re-count these posts' likes")
+@click.option("--dry-run", is_flag=True, help="report drift, repair nothing")
+def reconcile(network: str, account_ids: tuple[int, ...], post_ids: tuple[int, ...], dry_run: bool) -> None:
+    """Counters are moved only by requests whose transaction changed a relation or like; one that died in
+    between leaves a count off by one. This re-counts from the relation partitions (every account with a
+    count, or --account-id) and likes_by_post (--post-id), and adds the difference.
+
+    Exit codes: 0 done (drift repaired or none), 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors():
+        emit(actions.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
+                                      dry_run=dry_run))

@@ -1,84 +1,68 @@
-"""Accounts and their counts: network_accounts (one row per account), accounts_by_follower_count (Q2 and the
-hybrid threshold) and celebrity_accounts (the accounts merged into home pages at read time).
+"""Accounts and their counts: network_accounts (one row per account: its name), network_account_counts
+(follower and follows counters, 64 buckets per network) and celebrity_accounts (the authors merged into home
+pages at read time instead of fanned out).
 
-Counts are plain ints derived from the relation rows (counted when loading, re-counted from the relation
-partition after a follow/unfollow), never counters: re-running a loader or retrying a request cannot
-double-count.
+Counts are counters moved by +1/-1 only by a follow or unfollow whose lightweight transaction changed the
+relation (see relations.py), so a repeated or retried request never counts twice; bulk loads and the reconcile
+job set a counter to a target by adding the difference to what it holds. No request reads a whole follower
+partition to count it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Iterable, Iterator
 
+from cassandra import ConsistencyLevel
 from cassandra.cluster import ResponseFuture
 
 from api.db import Database, Params, Statement
-from api.network.common import BUCKETS, bucket_of, to_utc
-from api.network.settings import NetworkSettings
 from api.network.values import Account
 
-TABLES = frozenset({"network_accounts", "accounts_by_follower_count", "celebrity_accounts"})
+TABLES = frozenset({"network_accounts", "network_account_counts", "celebrity_accounts"})
+COUNT_BUCKETS = 64  # 6.4M accounts per network at 100k rows per partition
 
-GET_ACCOUNT = Statement(
-    "SELECT account_id, username, follower_count, follows_count FROM network_accounts "
-    "WHERE network = ? AND account_id = ?")
-PUT_ACCOUNT = Statement(
-    "INSERT INTO network_accounts (network, account_id, username, follower_count, follows_count) "
-    "VALUES (?, ?, ?, ?, ?)")
-SET_FOLLOWER_COUNT = Statement(
-    "UPDATE network_accounts SET follower_count = ? WHERE network = ? AND account_id = ?")
-SET_FOLLOWS_COUNT = Statement(
-    "UPDATE network_accounts SET follows_count = ? WHERE network = ? AND account_id = ?")
-PUT_RANKED = Statement(
-    "INSERT INTO accounts_by_follower_count (network, bucket, follower_count, account_id, username) "
-    "VALUES (?, ?, ?, ?, ?)")
-DELETE_RANKED = Statement(
-    "DELETE FROM accounts_by_follower_count WHERE network = ? AND bucket = ? AND follower_count = ? "
-    "AND account_id = ?")
-TOP_OF_BUCKET = Statement(
-    "SELECT follower_count, account_id, username FROM accounts_by_follower_count "
-    "WHERE network = ? AND bucket = ? LIMIT ?")
-ABOVE_IN_BUCKET = Statement(
-    "SELECT follower_count, account_id FROM accounts_by_follower_count "
-    "WHERE network = ? AND bucket = ? AND follower_count >= ?")
+GET_ACCOUNT = Statement("SELECT account_id, username FROM network_accounts WHERE network = ? AND account_id = ?")
+PUT_ACCOUNT = Statement("INSERT INTO network_accounts (network, account_id, username) VALUES (?, ?, ?)")
+GET_COUNTS = Statement(
+    "SELECT followers, follows FROM network_account_counts WHERE network = ? AND bucket = ? AND account_id = ?")
+# After its own increment a request reads at LOCAL_QUORUM: with writes at LOCAL_QUORUM it sees them on RF 3.
+GET_COUNTS_FRESH = Statement(
+    "SELECT followers, follows FROM network_account_counts WHERE network = ? AND bucket = ? AND account_id = ?",
+    name="SELECT network_account_counts (fresh)", consistency=ConsistencyLevel.LOCAL_QUORUM)
+ADD_FOLLOWERS = Statement(
+    "UPDATE network_account_counts SET followers = followers + ? WHERE network = ? AND bucket = ? "
+    "AND account_id = ?", idempotent=False)
+ADD_FOLLOWS = Statement(
+    "UPDATE network_account_counts SET follows = follows + ? WHERE network = ? AND bucket = ? AND account_id = ?",
+    idempotent=False)
+COUNTS_OF_BUCKET = Statement(
+    "SELECT account_id, followers, follows FROM network_account_counts WHERE network = ? AND bucket = ?",
+    consistency=ConsistencyLevel.LOCAL_QUORUM)
 CELEBRITIES = Statement(
-    "SELECT threshold, threshold_since, account_id, follower_count FROM celebrity_accounts WHERE network = ?")
-PUT_CELEBRITY = Statement(
-    "INSERT INTO celebrity_accounts (network, account_id, follower_count) VALUES (?, ?, ?)")
+    "SELECT threshold, account_id, follower_count FROM celebrity_accounts WHERE network = ?",
+    consistency=ConsistencyLevel.LOCAL_QUORUM)
+IS_CELEBRITY = Statement(
+    "SELECT account_id FROM celebrity_accounts WHERE network = ? AND account_id = ?",
+    consistency=ConsistencyLevel.LOCAL_QUORUM)
+PUT_CELEBRITY = Statement("INSERT INTO celebrity_accounts (network, account_id, follower_count) VALUES (?, ?, ?)")
 DELETE_CELEBRITY = Statement("DELETE FROM celebrity_accounts WHERE network = ? AND account_id = ?")
-SET_CELEBRITY_THRESHOLD = Statement(
-    "UPDATE celebrity_accounts SET threshold = ?, threshold_since = ? WHERE network = ?")
-CLEAR_CELEBRITIES = Statement("DELETE FROM celebrity_accounts WHERE network = ?")
+SET_THRESHOLD = Statement("UPDATE celebrity_accounts SET threshold = ?, threshold_since = ? WHERE network = ?")
 
 
-@dataclasses.dataclass(frozen=True)
-class Celebrities:
-    """The accounts merged at read time (id -> follower count), for which threshold, built since when."""
-
-    accounts: dict[int, int]
-    threshold: int | None
-    since: datetime | None
-
-    def is_for(self, ns: NetworkSettings) -> bool:
-        """Built for the threshold in force (a stored set for another threshold must be rebuilt first)."""
-        return self.threshold == threshold_of(ns) and self.since is not None
-
-
-def threshold_of(ns: NetworkSettings) -> int:
-    return ns.hybrid_threshold if ns.hybrid else 0
+def bucket_of(account_id: int) -> int:
+    return account_id % COUNT_BUCKETS
 
 
 # -- one account -----------------------------------------------------------------------------------------------
-def start_get_account(db: Database, network: str, account_id: int) -> ResponseFuture:
-    """Send the read of one account; `account_from` turns its result into an Account (or None)."""
-    return db.execute_async(GET_ACCOUNT, (network, account_id))
+def start_get_account(db: Database, network: str, account_id: int) -> tuple[ResponseFuture, ResponseFuture]:
+    """Send the reads of one account (name, counts); `account_from` turns them into an Account (or None)."""
+    return (db.execute_async(GET_ACCOUNT, (network, account_id)),
+            db.execute_async(GET_COUNTS, (network, bucket_of(account_id), account_id)))
 
 
-def account_from(future: ResponseFuture) -> Account | None:
-    row = future.result().one()
-    return Account.from_row(row) if row is not None else None
+def account_from(futures: tuple[ResponseFuture, ResponseFuture]) -> Account | None:
+    row, counts = futures[0].result().one(), futures[1].result().one()
+    return Account.from_row(row, counts) if row is not None else None
 
 
 def get_account(db: Database, network: str, account_id: int) -> Account | None:
@@ -86,99 +70,74 @@ def get_account(db: Database, network: str, account_id: int) -> Account | None:
 
 
 def account_writes(network: str, account: Account) -> list[tuple[Statement, Params]]:
-    """The rows of one account as (statement, params) pairs: the loader's bulk path."""
-    return [(PUT_ACCOUNT, (network, account.account_id, account.username, account.follower_count,
-                           account.follows_count)),
-            (PUT_RANKED, (network, bucket_of(account.account_id), account.follower_count, account.account_id,
-                          account.username))]
+    """The row of one account (its name); counts are set with `set_counts`."""
+    return [(PUT_ACCOUNT, (network, account.account_id, account.username))]
 
 
-def set_follower_count(db: Database, ns: NetworkSettings, network: str, account: Account, new_count: int
-                       ) -> Account:
-    """Move an account to its new follower count in every table that holds it; returns the updated account."""
-    old = account.follower_count
-    if new_count == old:
-        return account
-    aid = account.account_id
-    db.execute(PUT_RANKED, (network, bucket_of(aid), new_count, aid, account.username))
-    db.execute(DELETE_RANKED, (network, bucket_of(aid), old, aid))
-    if ns.is_celebrity(new_count):
-        db.execute(PUT_CELEBRITY, (network, aid, new_count))
-    elif ns.is_celebrity(old):
-        db.execute(DELETE_CELEBRITY, (network, aid))
-    db.execute(SET_FOLLOWER_COUNT, (new_count, network, aid))
-    return dataclasses.replace(account, follower_count=new_count)
+def add_counts(db: Database, network: str, follower_id: int, followee_id: int, delta: int) -> None:
+    """One follow (+1) or unfollow (-1): the followee's followers and the follower's follows, together."""
+    db.execute_many([(ADD_FOLLOWERS, (delta, network, bucket_of(followee_id), followee_id)),
+                     (ADD_FOLLOWS, (delta, network, bucket_of(follower_id), follower_id))])
 
 
-def set_follows_count(db: Database, network: str, account: Account, new_count: int) -> Account:
-    db.execute(SET_FOLLOWS_COUNT, (new_count, network, account.account_id))
-    return dataclasses.replace(account, follows_count=new_count)
+def fresh_counts(db: Database, network: str, account_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """(followers, follows) of each account, read at LOCAL_QUORUM (after the caller's own increments)."""
+    futures = {a: db.execute_async(GET_COUNTS_FRESH, (network, bucket_of(a), a)) for a in dict.fromkeys(account_ids)}
+    out = {}
+    for account_id, future in futures.items():
+        row = future.result().one()
+        out[account_id] = (row.followers or 0, row.follows or 0) if row is not None else (0, 0)
+    return out
 
 
-# -- Q2 --------------------------------------------------------------------------------------------------------
-def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str, Any]]:
-    """Q2: the `limit` accounts with the most followers (ties: lower id first), merged from the buckets.
+def all_counts(db: Database, network: str) -> Iterator[tuple[int, int, int]]:
+    """(account_id, followers, follows) of every account with a count: a job's read, bucket by bucket."""
+    for bucket in range(COUNT_BUCKETS):
+        for r in db.execute(COUNTS_OF_BUCKET, (network, bucket), fetch_size=5000, timeout=60):
+            yield r.account_id, r.followers or 0, r.follows or 0
 
-    Rows of accounts_by_follower_count are checked against network_accounts, so an entry left behind by two
-    racing follows is ignored instead of ranked.
-    """
-    futures = [db.execute_async(TOP_OF_BUCKET, (network, b, limit * 2)) for b in range(BUCKETS)]
-    rows = [r for f in futures for r in f.result()]
-    rows.sort(key=lambda r: (-r.follower_count, r.account_id))
-    out: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    for start in range(0, len(rows), limit):
-        chunk = [r for r in rows[start:start + limit] if r.account_id not in seen]
-        checks = [start_get_account(db, network, r.account_id) for r in chunk]
-        for r, f in zip(chunk, checks, strict=True):
-            real = account_from(f)
-            if real is not None and real.follower_count == r.follower_count:
-                seen.add(r.account_id)
-                out.append({"account_id": r.account_id, "username": r.username,
-                            "follower_count": r.follower_count})
-        if len(out) >= limit:
-            break
-    return out[:limit]
+
+def set_counts(db: Database, network: str, wanted: dict[int, tuple[int, int]], *,
+               current: dict[int, tuple[int, int]] | None = None, dry_run: bool = False) -> dict[int, tuple[int, int]]:
+    """Bring the counters of the given accounts to `wanted` (followers, follows) by adding the difference to what
+    they hold (`current`: read bucket by bucket when not given). Returns {account: (followers delta, follows
+    delta)} of the accounts changed. Bulk loads and the reconcile job use it; run it while no request moves
+    the same counts (a concurrent follow in between is what the next reconcile run repairs)."""
+    if current is None:
+        current = {a: (f, g) for a, f, g in all_counts(db, network)}
+    changes = {}
+    for account_id, (followers, follows) in wanted.items():
+        have = current.get(account_id, (0, 0))
+        if (followers, follows) != have:
+            changes[account_id] = (followers - have[0], follows - have[1])
+    if not dry_run:
+        db.execute_many(
+            (stmt, (delta, network, bucket_of(a), a))
+            for a, (d_followers, d_follows) in changes.items()
+            for stmt, delta in ((ADD_FOLLOWERS, d_followers), (ADD_FOLLOWS, d_follows)) if delta)
+    return changes
 
 
 # -- celebrities -----------------------------------------------------------------------------------------------
-def start_celebrities(db: Database, network: str) -> ResponseFuture:
-    """Send the read of the celebrity set; `celebrities_from` turns its result into Celebrities."""
-    return db.execute_async(CELEBRITIES, (network,))
+def is_celebrity(db: Database, network: str, account_id: int) -> bool:
+    return db.execute(IS_CELEBRITY, (network, account_id)).one() is not None
 
 
-def celebrities_from(future: ResponseFuture) -> Celebrities:
-    rows = list(future.result())
-    if not rows:
-        return Celebrities({}, None, None)
-    since = rows[0].threshold_since
-    return Celebrities({r.account_id: r.follower_count for r in rows if r.account_id is not None},
-                       rows[0].threshold, to_utc(since) if since is not None else None)
+def celebrities(db: Database, network: str) -> tuple[dict[int, int], int | None]:
+    """The stored celebrity set (id -> follower count when it was promoted) and the threshold last applied by
+    `chronicle network apply-threshold`; a job's read (the set is small: authors above the threshold)."""
+    rows = list(db.execute(CELEBRITIES, (network,)))
+    threshold = rows[0].threshold if rows else None
+    return {r.account_id: r.follower_count or 0 for r in rows if r.account_id is not None}, threshold
 
 
-def celebrities(db: Database, network: str) -> Celebrities:
-    """The stored celebrity set, as it is (a lookup: it never writes)."""
-    return celebrities_from(start_celebrities(db, network))
+def add_celebrity(db: Database, network: str, account_id: int, follower_count: int) -> None:
+    db.execute(PUT_CELEBRITY, (network, account_id, follower_count))
 
 
-def celebrities_above(db: Database, ns: NetworkSettings, network: str) -> dict[int, int]:
-    """Accounts at or above the hybrid threshold -> follower count, from the ranked buckets (no write)."""
-    found: dict[int, int] = {}
-    if ns.hybrid:
-        futures = [db.execute_async(ABOVE_IN_BUCKET, (network, b, ns.hybrid_threshold)) for b in range(BUCKETS)]
-        for f in futures:
-            for r in f.result():
-                found[r.account_id] = max(found.get(r.account_id, 0), r.follower_count)
-    return found
+def remove_celebrity(db: Database, network: str, account_id: int) -> None:
+    db.execute(DELETE_CELEBRITY, (network, account_id))
 
 
-def rebuild_celebrities(db: Database, ns: NetworkSettings, network: str) -> Celebrities:
-    """Refill celebrity_accounts for the threshold in force from accounts_by_follower_count (16 bounded
-    slices, no scan). Home caches built before the returned `since` were built for another threshold."""
-    found = celebrities_above(db, ns, network)
-    now = datetime.now(UTC)
-    since = now.replace(microsecond=now.microsecond // 1000 * 1000)  # Cassandra keeps milliseconds
-    db.execute(CLEAR_CELEBRITIES, (network,))
-    db.execute_many((PUT_CELEBRITY, (network, a, c)) for a, c in found.items())
-    db.execute(SET_CELEBRITY_THRESHOLD, (threshold_of(ns), since, network))
-    return Celebrities(found, threshold_of(ns), since)
+def record_threshold(db: Database, network: str, threshold: int, since) -> None:
+    db.execute(SET_THRESHOLD, (threshold, since, network))

@@ -2,94 +2,76 @@
 
 Each table family has one owner module (accounts, relations, posts, search, likes, timelines, rankings) that
 holds its statements and reads/writes only its own tables; the owners import nothing from each other. What
-must touch several families goes here: creating and deleting a post (posts, word index, likes, the home
-caches of the author's followers), like/unlike (likes, counts on the post, the word index, cached copies),
-follow/unfollow (relations, counts, the celebrity set, caches), the Q4 home page (caches, accounts, the
-celebrity merge), Q6 (word index confirmed by the posts) and the Q2/Q3 job (accounts, relations, snapshots).
+must touch several families goes here: creating and deleting a post (posts, term index, followers' caches),
+like/unlike (likes, the published counts on the post and its postings), follow/unfollow (relations, counts,
+celebrity marks, caches), the Q4 home page (caches, accounts, celebrity merge), Q6 (term index confirmed by the
+posts), and the jobs: the Q2/Q3 snapshot, promotion and demotion of celebrities, term top lists, reconcile.
 HTTP routes and admin commands call these functions; they are the only callers of more than one owner.
+
+No request does work proportional to an account's followers or a post's likes, except the fan-out of a post
+to its author's followers (bounded by the hybrid threshold: celebrities are merged at read time instead).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from cassandra.cluster import ResponseFuture
-
 from api.db import Database
 from api.network import accounts, likes, posts, rankings, relations, search, timelines
-from api.network.accounts import Celebrities
 from api.network.common import heaviest, new_post_id, to_utc
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
-from api.network.timelines import CacheState
+from api.network.timelines import FUTURE_SLACK, CacheState
 from api.network.values import Account, Post
 
-_SLACK = 25  # extra cache rows read so a few ignorable rows do not force a rebuild
+_SLACK = 25  # extra cache rows read so a few skipped rows (deleted posts, unfollowed authors) need no rebuild
 
 
-# -- the celebrity set -----------------------------------------------------------------------------------------
-def celebrities_in_force(db: Database, ns: NetworkSettings, network: str,
-                         pending: ResponseFuture | None = None) -> Celebrities:
-    """The accounts merged at read time for the threshold in force. When the threshold setting changed since
-    the stored set was built, the set is rebuilt first (a write, once per change of the setting)."""
-    found = accounts.celebrities_from(pending) if pending is not None else accounts.celebrities(db, network)
-    return found if found.is_for(ns) else accounts.rebuild_celebrities(db, ns, network)
-
-
-def _celebrity_ids(db: Database, ns: NetworkSettings, network: str, *, dry_run: bool) -> set[int]:
-    """Celebrity ids for the threshold in force; a dry run computes them without storing anything."""
-    found = accounts.celebrities(db, network)
-    if found.is_for(ns):
-        return set(found.accounts)
-    if dry_run:
-        return set(accounts.celebrities_above(db, ns, network))
-    return set(accounts.rebuild_celebrities(db, ns, network).accounts)
+class FuturePost(ValueError):
+    """A post dated in the future (beyond a few minutes of clock skew)."""
 
 
 # -- posts (Q5) ------------------------------------------------------------------------------------------------
-def write_post(db: Database, network: str, post: Post) -> None:
-    """The post's rows in the post tables and the word index (idempotent), written concurrently."""
-    db.execute_many(posts.post_writes(network, post) + search.word_writes(network, post))
-
-
 def create_post(db: Database, network: str, author: Account, content: str, *,
                 posted_at: datetime | None = None, language: str | None = None, country: str | None = None,
                 latitude: float | None = None, longitude: float | None = None, post_id: int | None = None,
                 ns: NetworkSettings | None = None) -> tuple[Post, int]:
-    """Q5: write a post, then fan it out to its author's followers' home caches. Returns (post, fanned out)."""
-    post = Post(post_id=post_id or new_post_id(), author_id=author.account_id,
-                # Whole seconds: the returned post is identical to the stored one (Cassandra keeps ms).
-                posted_at=to_utc(posted_at or datetime.now().astimezone()).replace(microsecond=0),
+    """Q5: write a post, index it, then fan it out to its author's followers' home caches. Returns (post,
+    caches written). A post dated more than a few minutes ahead is refused (FuturePost): caches rely on it."""
+    now = datetime.now(UTC)
+    when = to_utc(posted_at or now).replace(microsecond=0)  # whole seconds: the answer equals the stored post
+    if when > now + FUTURE_SLACK:
+        raise FuturePost(f"posted_at {when.isoformat()} is in the future")
+    post = Post(post_id=post_id or new_post_id(), author_id=author.account_id, posted_at=when,
                 author_username=author.username, content=content, language=language, country=country,
                 latitude=latitude, longitude=longitude)
-    write_post(db, network, post)
-    return post, fan_out(db, network, post, author_followers=author.follower_count, ns=ns)
+    db.execute_many(posts.post_writes(network, post))
+    buckets = search.index_post(db, network, post)
+    db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)])
+    return post, fan_out(db, network, post, ns=ns)
 
 
-def fan_out(db: Database, network: str, post: Post, *, author_followers: int,
-            ns: NetworkSettings | None = None) -> int:
-    """Write the post into the home cache of every follower of its author. Authors above the hybrid threshold
-    are skipped: their posts are merged at read time."""
+def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | None = None) -> int:
+    """Write the post into the home cache of every follower of its author, unless the author is a celebrity
+    (merged at read time)."""
     ns = ns or network_settings()
-    # The celebrity table, not just the count: it also records when the threshold changed, which is what
-    # keeps caches built under another threshold from being trusted.
-    if ns.is_celebrity(author_followers) or post.author_id in celebrities_in_force(db, ns, network).accounts:
+    if accounts.is_celebrity(db, network, post.author_id):
         return 0
-    return timelines.add_to_caches(db, ns, network, post, relations.ids(db, network, post.author_id, FOLLOWER))
+    return timelines.add_to_caches(db, ns, network, [post],
+                                   relations.ids(db, network, post.author_id, FOLLOWER))
 
 
 def delete_post(db: Database, network: str, post: Post) -> int:
-    """Remove a post from every home cache, the word index, the likes and the post tables (posts_by_id last,
-    so a retried delete still finds it). Returns the number of home caches it was removed from."""
-    ns = network_settings()
-    removed = timelines.remove_from_caches(db, ns, network, post,
-                                           relations.ids(db, network, post.author_id, FOLLOWER))
-    search.delete_words(db, network, post)
-    likes.delete_likes_of_post(db, network, post.post_id)
+    """Remove a post: its term postings, its likes and its rows (posts_by_id last, so a retried delete still
+    finds it). Cached copies are not touched: readers skip posts that are gone. Returns the likes removed."""
+    buckets = posts.term_buckets(db, network, post.post_id)
+    db.execute_many(search.delete_writes(network, post, buckets, search.top_states(db, network, buckets)))
+    removed = likes.delete_likes_of_post(db, network, post.post_id)
     posts.delete_post_rows(db, network, post)
     return removed
 
@@ -98,79 +80,77 @@ def delete_post(db: Database, network: str, post: Post) -> int:
 def like(db: Database, network: str, post: Post, user_id: int) -> int:
     """`user_id` likes `post`; returns the post's like count. Idempotent."""
     likes.add(db, network, post.post_id, user_id, datetime.now(UTC))
-    return _recount_likes(db, network, post)
+    return _publish_likes(db, network, post)
 
 
 def unlike(db: Database, network: str, post: Post, user_id: int) -> int:
     likes.remove(db, network, post.post_id, user_id)
-    return _recount_likes(db, network, post)
+    return _publish_likes(db, network, post)
 
 
-def _recount_likes(db: Database, network: str, post: Post) -> int:
-    """Count the post's likes and carry a changed count into the caches, the word index and the post rows
-    (posts_by_id last: it is what search confirms against)."""
+def _publish_likes(db: Database, network: str, post: Post) -> int:
+    """Copy the post's counter onto its rows and postings (and top lists where it reaches the floor). The count
+    is read again after writing: a racing like that wrote an older count last is overwritten (converges)."""
+    buckets = posts.term_buckets(db, network, post.post_id)
+    tops = search.top_states(db, network, buckets)
     count = likes.count(db, network, post.post_id)
-    if count != post.like_count:
-        ns = network_settings()
-        if post.author_id not in celebrities_in_force(db, ns, network).accounts:  # celebrity posts: not cached
-            timelines.set_cached_likes(db, ns, network, post, count,
-                                       relations.ids(db, network, post.author_id, FOLLOWER))
-        search.move_like_count(db, network, post, count)
-        posts.set_like_count(db, network, post, count)
+    for _attempt in range(3):
+        db.execute_many(posts.like_count_writes(network, post, count)
+                        + search.like_writes(network, post, buckets, count, tops))
+        again = likes.count(db, network, post.post_id)
+        if again == count:
+            break
+        count = again
     return count
 
 
 # -- follow / unfollow -----------------------------------------------------------------------------------------
-def follow(db: Database, network: str, follower: Account, followee: Account) -> tuple[bool, Account, Account]:
+def follow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
+           ) -> tuple[bool, Account, Account]:
     """`follower` starts following `followee`. Returns (changed, follower, followee) with the new counts;
-    changed is False when it already did. Rows and counts are (re)written even then: a retry repairs a
-    half-done follow."""
-    existed = relations.follows(db, network, follower.account_id, followee.account_id)
-    relations.add(db, network, follower, followee)
-    follower, followee = _recount_follows(db, network, follower, followee)
-    ns = network_settings()
-    if not existed and followee.account_id not in celebrities_in_force(db, ns, network).accounts:
+    changed is False when it already did (nothing is counted then)."""
+    ns = ns or network_settings()
+    changed = relations.add(db, network, follower, followee)
+    if changed:
+        accounts.add_counts(db, network, follower.account_id, followee.account_id, +1)
+    follower, followee = _with_fresh_counts(db, network, follower, followee)
+    timelines.set_excluded(db, network, follower.account_id, followee.account_id, False)
+    if accounts.is_celebrity(db, network, followee.account_id):
+        relations.mark_celebrity_followed(db, network, [follower.account_id], followee.account_id)
+    elif changed:
         _add_author_to_cache(db, ns, network, follower.account_id, followee.account_id)
-    return not existed, follower, followee
+        if ns.is_celebrity(followee.follower_count):
+            promote(db, network, followee.account_id, followee.follower_count)
+    return changed, follower, followee
 
 
-def unfollow(db: Database, network: str, follower: Account, followee: Account
+def unfollow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
              ) -> tuple[bool, Account, Account]:
     """`follower` stops following `followee`; (changed, follower, followee) as for `follow`."""
-    existed = relations.follows(db, network, follower.account_id, followee.account_id)
-    relations.remove(db, network, follower.account_id, followee.account_id)
-    follower, followee = _recount_follows(db, network, follower, followee)
-    # The unfollowed author's posts must leave the cache and older posts of others come back in: rebuild.
-    if existed:
-        timelines.drop_state(db, network, follower.account_id)
-    return existed, follower, followee
+    ns = ns or network_settings()
+    changed = relations.remove(db, network, follower.account_id, followee.account_id)
+    if changed:
+        accounts.add_counts(db, network, follower.account_id, followee.account_id, -1)
+    follower, followee = _with_fresh_counts(db, network, follower, followee)
+    # The unfollowed author's cached posts stay until they expire; reads skip them from now on.
+    timelines.set_excluded(db, network, follower.account_id, followee.account_id, True)
+    relations.unmark_celebrity_followed(db, network, [follower.account_id], followee.account_id)
+    if changed and followee.follower_count < ns.demote_below and accounts.is_celebrity(db, network,
+                                                                                        followee.account_id):
+        demote(db, ns, network, followee.account_id)
+    return changed, follower, followee
 
 
-def _recount_follows(db: Database, network: str, follower: Account, followee: Account) -> tuple[Account, Account]:
-    ns = network_settings()
-    before = followee.follower_count
-    followee = accounts.set_follower_count(db, ns, network, followee,
-                                           relations.count(db, network, followee.account_id, FOLLOWER))
-    follower = accounts.set_follows_count(db, network, follower,
-                                          relations.count(db, network, follower.account_id, FOLLOWS))
-    if ns.is_celebrity(before) and not ns.is_celebrity(followee.follower_count):
-        _stop_merging(db, ns, network, followee)
-    return follower, followee
-
-
-def _stop_merging(db: Database, ns: NetworkSettings, network: str, author: Account) -> None:
-    """An author fell below the hybrid threshold: its followers' caches lack its posts, so fan them out now
-    (rows older than a cache's cutoff are ignored by reads, so adding the newest `cap` is enough)."""
-    if author.account_id in celebrities_in_force(db, ns, network).accounts:
-        return
-    followers = relations.ids(db, network, author.account_id, FOLLOWER)
-    for post in posts.posts_of_author(db, network, author.account_id, ns.cache_cap):
-        timelines.add_to_caches(db, ns, network, post, followers)
+def _with_fresh_counts(db: Database, network: str, follower: Account, followee: Account) -> tuple[Account, Account]:
+    counts = accounts.fresh_counts(db, network, [follower.account_id, followee.account_id])
+    f, g = counts[follower.account_id], counts[followee.account_id]
+    return (dataclasses.replace(follower, follower_count=f[0], follows_count=f[1]),
+            dataclasses.replace(followee, follower_count=g[0], follows_count=g[1]))
 
 
 def _add_author_to_cache(db: Database, ns: NetworkSettings, network: str, account_id: int, author_id: int) -> int:
     """After a follow: put the new followee's recent posts into the follower's cache, if it has one."""
-    state = timelines.get_state(db, network, account_id)
+    state = timelines.get_state(db, network, account_id, fresh=True)
     if state is None:
         return 0  # no cache yet: it is built, complete, on the first read
     recent = posts.posts_of_author(db, network, author_id, ns.cache_cap)
@@ -179,34 +159,69 @@ def _add_author_to_cache(db: Database, ns: NetworkSettings, network: str, accoun
         timelines.drop_state(db, network, account_id)
         return 0
     since = state.valid_from()
-    return timelines.add_posts(db, ns, network, account_id,
-                               [p for p in recent if since is None or p.posted_at >= since])
+    return timelines.add_to_caches(db, ns, network, [p for p in recent if since is None or p.posted_at >= since],
+                                   [account_id])
+
+
+# -- celebrities (jobs) ----------------------------------------------------------------------------------------
+def promote(db: Database, network: str, author_id: int, follower_count: int) -> int:
+    """Merge an author at read time from now on: mark it on every follower, then add it to the set (fan-out
+    stops), then mark followers who arrived meanwhile. Proportional to its followers: a job."""
+    marked = relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
+                                               author_id)
+    accounts.add_celebrity(db, network, author_id, follower_count)
+    return marked + relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
+                                                      author_id)
+
+
+def demote(db: Database, ns: NetworkSettings, network: str, author_id: int) -> int:
+    """Fan an author out again: its newest posts into every follower's cache first, then out of the set (fan-out
+    resumes), then the marks go. Proportional to its followers: a job."""
+    followers = relations.ids(db, network, author_id, FOLLOWER)
+    written = timelines.add_to_caches(db, ns, network, posts.posts_of_author(db, network, author_id, ns.cache_cap),
+                                      followers)
+    accounts.remove_celebrity(db, network, author_id)
+    relations.unmark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER), author_id)
+    return written
+
+
+def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = None, *, dry_run: bool = False
+                    ) -> dict[str, Any]:
+    """Make the celebrity set match the threshold in force exactly (after a change of the setting, or after a
+    load): promote accounts at or above it, demote the others. A job (reads every count of the network)."""
+    ns = ns or network_settings()
+    wanted = {a: f for a, f, _ in accounts.all_counts(db, network) if ns.is_celebrity(f)}
+    current, _threshold = accounts.celebrities(db, network)
+    to_promote = sorted(set(wanted) - set(current))
+    to_demote = sorted(set(current) - set(wanted))
+    if not dry_run:
+        for a in to_promote:
+            promote(db, network, a, wanted[a])
+        for a in to_demote:
+            demote(db, ns, network, a)
+        accounts.record_threshold(db, network, ns.hybrid_threshold if ns.hybrid else 0, datetime.now(UTC))
+    return {"dry_run": dry_run, "celebrities": len(wanted), "promoted": to_promote, "demoted": to_demote}
 
 
 # -- home caches and Q4 ----------------------------------------------------------------------------------------
+def _newest_followed(db: Database, ns: NetworkSettings, network: str, account_id: int) -> tuple[list[Post], bool, int]:
+    celebrities = relations.followed_celebrities(db, network, account_id, fresh=True)
+    authors = [a for a in relations.ids(db, network, account_id, FOLLOWS) if a not in celebrities]
+    newest, complete = posts.newest_posts_of(db, network, authors, ns.cache_cap)
+    return newest, complete, len(authors)
+
+
 def build_cache(db: Database, network: str, account_id: int, ns: NetworkSettings | None = None, *,
                 dry_run: bool = False) -> dict[str, Any]:
     """Build one account's home cache from scratch: the newest `cap` posts of the accounts it follows, except
-    those above the hybrid threshold. A dry run computes what the cache would hold and writes nothing."""
+    celebrities. A dry run computes what the cache would hold and writes nothing."""
     ns = ns or network_settings()
-    celebrity_ids = _celebrity_ids(db, ns, network, dry_run=dry_run)
-    authors = [a for a in relations.ids(db, network, account_id, FOLLOWS) if a not in celebrity_ids]
-    newest, complete = posts.newest_posts_of(db, network, authors, ns.cache_cap)
-    summary = {"entries": len(newest), "complete": complete, "followed_authors": len(authors)}
+    newest, complete, authors = _newest_followed(db, ns, network, account_id)
+    summary = {"entries": len(newest), "complete": complete, "followed_authors": authors}
     if dry_run:
         return {"dry_run": True, **summary}
-    state = timelines.replace_cache(db, ns, network, account_id, newest, complete)
-    return {"built_at": state.built_at, "cutoff": state.cutoff, "threshold": state.threshold, "cap": state.cap,
-            **summary}
-
-
-def _rebuild(db: Database, ns: NetworkSettings, network: str, account_id: int, celebrity_ids: set[int],
-             limit: int) -> tuple[CacheState, list[Post | None]]:
-    """Rebuild the cache; returns the state written and its newest `limit` rows (no read-back)."""
-    authors = [a for a in relations.ids(db, network, account_id, FOLLOWS) if a not in celebrity_ids]
-    newest, complete = posts.newest_posts_of(db, network, authors, ns.cache_cap)
-    state = timelines.replace_cache(db, ns, network, account_id, newest, complete)
-    return state, list(newest[:limit])
+    state = timelines.write_build(db, ns, network, account_id, newest, complete)
+    return {"built_at": state.built_at, "cutoff": state.cutoff, **summary}
 
 
 def home_of(db: Database, network: str, account_id: int, order: str = "newest",
@@ -214,69 +229,100 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     """Q4: the account's counts and the 25 newest, or the 25 most-liked, posts of its home timeline (the
     newest `cap` posts of the accounts it follows); None when the account is unknown.
 
-    The cache answers when it is valid; a missing or outdated cache (another threshold or cap, or built
-    before the threshold last changed) or one left short of a page by deletes and unfollows is rebuilt, so
-    answers equal "the newest `cap` posts of the followed accounts" at all times. Posts of followed
-    celebrities are merged in from posts_by_author.
+    The cache answers when it is built (else it is built now, a read of the followed authors' newest posts);
+    rows of unfollowed authors, of celebrities (merged from their own posts instead) and of deleted posts are
+    skipped; a cache left short of a page by them is rebuilt. Like counts come from the posts.
     """
     ns = ns or network_settings()
     needed = ns.cache_cap if order == "likes" else ns.page_size
-    limit = needed + _SLACK
-    # All first reads are in flight together: one round trip of latency, not four.
     account_f = accounts.start_get_account(db, network, account_id)
     state_f = timelines.start_state(db, network, account_id)
-    rows_f = timelines.start_read(db, network, account_id, limit)
-    celebs_f = accounts.start_celebrities(db, network)
+    celebs_f = relations.start_followed_celebrities(db, network, account_id)
+    excluded_f = timelines.start_excluded(db, network, account_id)
     account = accounts.account_from(account_f)
     if account is None:
         return None
-    celebs = celebrities_in_force(db, ns, network, celebs_f)
-    celebrity_ids = set(celebs.accounts)
+    celebrities = {r.celebrity_id for r in celebs_f.result()}
+    skip = timelines.excluded_from(excluded_f) | celebrities
     state = timelines.state_from(state_f)
-    rows = timelines.rows_from(rows_f)
     rebuilt = False
-    if not _state_ok(state, ns, celebs):
-        state, rows = _rebuild(db, ns, network, account_id, celebrity_ids, limit)
+    if state is None:
+        newest, complete, _n = _newest_followed(db, ns, network, account_id)
+        state = timelines.write_build(db, ns, network, account_id, newest, complete)
+        rows, rebuilt = newest, True
+    else:
+        rows = _read_cache(db, network, account_id, state, needed, skip)
+    valid = _valid_rows(rows, state, skip)
+    merged_f = _celebrity_posts(db, network, celebrities, needed)
+    window = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))
+    current = posts.like_counts(db, network, (p.post_id for p in window[:needed + _SLACK]))
+    window = [p.with_likes(current[p.post_id]) for p in window[:needed + _SLACK] if p.post_id in current]
+    if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
+        newest, complete, _n = _newest_followed(db, ns, network, account_id)
+        state = timelines.write_build(db, ns, network, account_id, newest, complete)
         rebuilt = True
-    valid = _valid_rows(rows, state, celebrity_ids)
-    if len(valid) < needed and not (state.complete and len(rows) < limit) and not rebuilt:
-        # Deletes, unfollows or stray rows left the cache short of a page: rebuild it exactly.
-        state, rows = _rebuild(db, ns, network, account_id, celebrity_ids, limit)
-        rebuilt = True
-        valid = _valid_rows(rows, state, celebrity_ids)
-    merged = list(valid)
-    for celeb in relations.followed_among(db, network, account_id, sorted(celebrity_ids)):
-        merged += posts.posts_of_author(db, network, celeb, needed)
-    window = heapq.nlargest(ns.cache_cap, merged, key=lambda p: (p.posted_at, p.post_id))
+        current = posts.like_counts(db, network, (p.post_id for p in newest))
+        window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
+    celebrity_posts = [p for f in merged_f for p in f()]
+    window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))
     if order == "likes":
         page = heapq.nsmallest(ns.page_size, window, key=lambda p: (-p.like_count, -p.post_id))
     else:
         page = window[:ns.page_size]
     return {"account": account, "order": order, "posts": page, "cache_rebuilt": rebuilt,
-            "merged_celebrities": len(merged) - len(valid)}
+            "merged_celebrities": len(celebrity_posts)}
 
 
-def _state_ok(state: CacheState | None, ns: NetworkSettings, celebs: Celebrities) -> bool:
-    """Built for the threshold and cap in force, and after the threshold last changed."""
-    return (state is not None and state.threshold == accounts.threshold_of(ns) and state.cap == ns.cache_cap
-            and celebs.since is not None and state.built_at >= celebs.since)
+def _read_cache(db: Database, network: str, account_id: int, state: CacheState, needed: int,
+                skip: set[int]) -> list[Post]:
+    def enough(rows: list[Post], newest_unread: datetime | None) -> bool:
+        valid = sorted((p.posted_at for p in _valid_rows(rows, state, skip)), reverse=True)
+        want = needed + _SLACK
+        return len(valid) >= want and newest_unread is not None and valid[want - 1] > newest_unread
+    return timelines.read(db, network, account_id, state, needed + _SLACK, enough)
 
 
-def _valid_rows(rows: list[Post | None], state: CacheState, celebrity_ids: set[int]) -> list[Post]:
-    """Rows a page may show: not a stray like update, not by an author now merged at read time, and not
-    older than what the cache is sure to hold."""
+def _celebrity_posts(db: Database, network: str, celebrities: set[int], needed: int):
+    """Started reads of the newest `needed` posts of each followed celebrity, all in flight together; each
+    item is a callable returning that celebrity's posts."""
+    return [posts.start_posts_of_author(db, network, c, needed) for c in sorted(celebrities)]
+
+
+def _valid_rows(rows: list[Post], state: CacheState, skip: set[int]) -> list[Post]:
+    """Rows a page may show: not by an author skipped (unfollowed, or a celebrity merged at read time), not
+    older than what the cache is sure to hold; each post once."""
     since = state.valid_from()
-    return [p for p in rows
-            if p is not None and p.author_id not in celebrity_ids and (since is None or p.posted_at >= since)]
+    seen: dict[int, Post] = {}
+    for p in rows:
+        if p.author_id not in skip and (since is None or p.posted_at >= since):
+            seen.setdefault(p.post_id, p)
+    return list(seen.values())
 
 
 # -- Q6 --------------------------------------------------------------------------------------------------------
-def search_posts(db: Database, network: str, words: list[str], limit: int = 25) -> list[Post]:
-    """Q6: the `limit` most-liked posts containing every word, confirmed against posts_by_id."""
-    return search.search(db, network, words, lambda ids: posts.like_counts(db, network, ids), limit)
+def search_posts(db: Database, network: str, terms: list[str], limit: int = 25) -> search.Found:
+    """Q6: the `limit` most-liked posts holding every term, confirmed against the posts."""
+    return search.search(db, network, terms, lambda ids: posts.like_counts(db, network, ids), limit)
+
+
+def rebuild_term_top(db: Database, network: str, term: str, *, dry_run: bool = False) -> dict[str, Any]:
+    """Rebuild one common term's top list (a job)."""
+    return search.rebuild_top(db, network, term, lambda ids: posts.like_counts(db, network, ids), dry_run=dry_run)
 
 
 # -- Q2 / Q3 ---------------------------------------------------------------------------------------------------
+def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str, Any]]:
+    """Q2: the `limit` accounts with the most followers (ties: lower id first), from every count (a job)."""
+    counts = {a: f for a, f, _ in accounts.all_counts(db, network) if f > 0}
+    top = heaviest(counts, limit)
+    names = {a: accounts.start_get_account(db, network, a) for a, _ in top}
+    out = []
+    for a, n in top:
+        found = accounts.account_from(names[a])
+        out.append({"account_id": a, "username": found.username if found else None, "follower_count": n})
+    return out
+
+
 def top_followers(db: Database, network: str, top: list[dict[str, Any]], limit: int = 100
                   ) -> list[dict[str, Any]]:
     """Q3: the accounts following the most of `top` (ties: lower id first)."""
@@ -291,7 +337,32 @@ def top_followers(db: Database, network: str, top: list[dict[str, Any]], limit: 
 def compute_rankings(db: Database, network: str, limit: int = 100, *, dry_run: bool = False) -> dict[str, Any]:
     """Compute Q2 and Q3 now and append both to the time series (a dry run appends nothing)."""
     started = time.perf_counter()
-    top = accounts.top_accounts(db, network, limit)
+    top = top_accounts(db, network, limit)
     followers = top_followers(db, network, top, limit)
     taken = {"dry_run": True} if dry_run else rankings.store_snapshot(db, network, top, followers)
     return {**taken, "accounts": top, "followers": followers, "seconds": round(time.perf_counter() - started, 3)}
+
+
+# -- reconcile (a job) -----------------------------------------------------------------------------------------
+def reconcile_counts(db: Database, network: str, account_ids: list[int] | None = None, post_ids: list[int] = (),
+                     *, dry_run: bool = False) -> dict[str, Any]:
+    """Re-count follower/follows counts from the relation partitions (every account with a count, or the ones
+    given) and like counts of the given posts from likes_by_post, and repair the counters that drifted."""
+    current = {a: (f, g) for a, f, g in accounts.all_counts(db, network)}
+    ids = sorted(current) if account_ids is None else list(account_ids)
+    wanted = {a: (relations.count(db, network, a, FOLLOWER), relations.count(db, network, a, FOLLOWS)) for a in ids}
+    changed = accounts.set_counts(db, network, wanted, current=current, dry_run=dry_run)
+    post_changes = {}
+    for post_id in post_ids:
+        true = likes.recount(db, network, post_id)
+        delta = true - likes.count(db, network, post_id)
+        if delta:
+            post_changes[post_id] = delta
+            if not dry_run:
+                likes.set_count(db, network, post_id, true)
+                post = posts.get_post(db, network, post_id)
+                if post is not None:
+                    _publish_likes(db, network, post)
+    return {"dry_run": dry_run, "accounts_checked": len(ids), "accounts_repaired": changed,
+            "posts_repaired": post_changes}
+

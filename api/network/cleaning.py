@@ -23,6 +23,17 @@ POST_COLUMNS = ["author", "content", "country", "date_time", "id", "language", "
 CLEAN_POST_COLUMNS = ["post_id", "author_id", "author_username", "original_author", "original_id", "posted_at",
                       "content", "language", "country", "latitude", "longitude", "original_likes", "share_count"]
 _BUCKETS = 32  # edge dedup spills to this many files, so each in-memory set holds ~1/32 of the edges
+_PROGRESS_EVERY = 5_000  # input rows between two progress callbacks (a callback per row slows cleaning ~2x)
+
+# How to read an edge line "A B". SNAP documents its ego-Twitter edges as "A follows B"; seed 004's scripts
+# read the columns the other way ("user follower": B follows A). The reading decides who leads Q2.
+FOLLOWER_FOLLOWEE, FOLLOWEE_FOLLOWER = "follower-followee", "followee-follower"
+EDGE_ORDERS = (FOLLOWER_FOLLOWEE, FOLLOWEE_FOLLOWER)
+DEFAULT_EDGE_ORDER = FOLLOWER_FOLLOWEE
+# Whose account a real post goes to: the account named after its author ("own"), or one of the `top`
+# most-followed accounts by a hash of the post id ("spread", the first versions' behaviour).
+OWN, SPREAD = "own", "spread"
+AUTHOR_MODES = (OWN, SPREAD)
 
 
 @dataclasses.dataclass
@@ -40,6 +51,46 @@ class Report:
 
 def _noop(_n: int) -> None:
     return None
+
+
+class _Batched:
+    """Calls `progress` every _PROGRESS_EVERY units and once more for the rest (`flush`), so the callbacks
+    add up to exactly the units counted."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress, self.pending = progress, 0
+
+    def __call__(self, n: int) -> None:
+        self.pending += n
+        if self.pending >= _PROGRESS_EVERY:
+            self.progress(self.pending)
+            self.pending = 0
+
+    def flush(self) -> None:
+        if self.pending:
+            self.progress(self.pending)
+            self.pending = 0
+
+
+def count_lines(path: Path) -> int:
+    """Lines of a text file, counted the way `clean_relations` reads them (the total of its progress)."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return sum(1 for _ in handle)
+
+
+def count_raw_posts(path: Path) -> int:
+    """Data rows of a posts CSV, counted the way `clean_posts` reads them (the total of its progress)."""
+    return sum(1 for _ in iter_raw_posts(path))
+
+
+def parse_edge(parts: list[str], edge_order: str) -> tuple[int, int]:
+    """The two ids of an edge line as (followee, follower) under the given reading."""
+    a, b = int(parts[0]), int(parts[1])
+    if edge_order == FOLLOWER_FOLLOWEE:
+        return b, a
+    if edge_order == FOLLOWEE_FOLLOWER:
+        return a, b
+    raise ValueError(f"unknown edge order {edge_order!r} (one of {', '.join(EDGE_ORDERS)})")
 
 
 # -- posts CSV ------------------------------------------------------------------------------------------------
@@ -61,13 +112,17 @@ def count_authors(posts_path: Path) -> list[str]:
 
 
 # -- follower relations ----------------------------------------------------------------------------------------
-def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progress: Progress = _noop) -> Report:
-    """edges (`user follower` per line) -> accounts.csv and relations.csv (two rows per distinct edge).
+def clean_relations(edges_path: Path, posts_path: Path | None, out_dir: Path, *,
+                    edge_order: str = DEFAULT_EDGE_ORDER, progress: Progress = _noop) -> Report:
+    """edges (two ids per line, read as `edge_order`) -> accounts.csv and relations.csv (two rows per
+    distinct edge). `progress` is called with the number of edge lines read (they add up to `count_lines`).
 
     The post authors take the ids with the most followers (most posts -> most followers); every other id
     gets a deterministic generated username.
     """
+    parse_edge(["1", "2"], edge_order)  # an unknown reading fails before any file is written
     report = Report()
+    advance = _Batched(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / ".edges_tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -77,7 +132,7 @@ def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progre
         with edges_path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 report.read += 1
-                progress(1)
+                advance(1)
                 parts = line.split()
                 if not parts:
                     report.dropped["blank line"] += 1
@@ -85,12 +140,13 @@ def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progre
                 if len(parts) != 2 or not all(p.isdigit() for p in parts):
                     report.dropped["malformed line (expected two integer ids)"] += 1
                     continue
-                user, follower = int(parts[0]), int(parts[1])
+                user, follower = parse_edge(parts, edge_order)  # user: the account being followed
                 if user == follower:
                     report.dropped["self-follow"] += 1
                     continue
                 spills[user % _BUCKETS].write(f"{user} {follower}\n")
     finally:
+        advance.flush()
         for f in spills:
             f.close()
     followers: collections.Counter = collections.Counter()
@@ -148,7 +204,7 @@ def clean_relations(edges_path: Path, posts_path: Path, out_dir: Path, *, progre
             for follower, user in pairs:
                 writer.writerow([follower, name(follower), "follows", user, name(user)])
     shutil.rmtree(tmp, ignore_errors=True)
-    report.extra.update(accounts=len(accounts), relation_rows=2 * report.written,
+    report.extra.update(edge_order=edge_order, accounts=len(accounts), relation_rows=2 * report.written,
                         author_accounts={a: acc for acc, a in names.items()})
     return report
 
@@ -188,17 +244,30 @@ def read_accounts(accounts_path: Path) -> list[tuple[int, str, int, int]]:
 
 
 def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_rate: float = 0.001,
-                seed: int = 4, date_order: str = "dmy", top: int = 100, progress: Progress = _noop) -> Report:
-    """posts CSV -> posts.csv (repaired ids, ISO dates, spread over the `top` accounts) and likes.csv.
+                seed: int = 4, date_order: str = "dmy", authors: str = OWN, top: int = 100,
+                progress: Progress = _noop) -> Report:
+    """posts CSV -> posts.csv (repaired ids, ISO dates, each post on its author's account) and likes.csv.
 
+    Owner: with `authors="own"` a post goes to the account that bears its author's name (clean_relations
+    named the most-followed accounts after the authors), so that account shows exactly its author's posts;
+    an author without such an account (more authors than accounts, or another accounts.csv) is spread as
+    below and counted in the report. With `authors="spread"` every post goes to one of the `top`
+    most-followed accounts by a hash of its id. `original_author` keeps the author's name either way.
     Ids: a plain integer id that was not seen before is kept; an id in scientific notation (precision lost)
     or a repeated one gets a stable id hashed from author, date and content. Exact duplicate rows are dropped.
     Likes: round(number_of_likes * like_rate) distinct accounts per post, drawn with a per-post seed.
+    `progress` is called with the number of raw rows read (they add up to `count_raw_posts`).
     """
+    if authors not in AUTHOR_MODES:
+        raise ValueError(f"unknown authors mode {authors!r} (one of {', '.join(AUTHOR_MODES)})")
     report = Report()
+    advance = _Batched(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     accounts = read_accounts(accounts_path)
     ranked = sorted(accounts, key=lambda a: (-a[2], a[0]))[:top]
+    named = {a[1]: a for a in accounts} if authors == OWN else {}
+    spread_authors: collections.Counter = collections.Counter()
+    on_own = 0  # posts that sit on the account bearing their author's name
     all_ids = sorted(a[0] for a in accounts)
     seen_ids: set[int] = set()
     seen_rows: set[int] = set()
@@ -210,7 +279,7 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
         lw.writerow(["post_id", "user_id"])
         for row in iter_raw_posts(posts_path):
             report.read += 1
-            progress(1)
+            advance(1)
             author = (row.get("author") or "").strip()
             content = row.get("content") or ""
             if not author or None in row or row.get("number_of_likes") is None:
@@ -241,7 +310,11 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
                 post_id = stable_id(author, row["date_time"], content, str(salt))
                 salt += 1
             seen_ids.add(post_id)
-            owner = ranked[stable_id(str(post_id)) % len(ranked)]
+            owner = named.get(author)
+            if owner is None:
+                owner = ranked[stable_id(str(post_id)) % len(ranked)]
+                spread_authors[author] += 1
+            on_own += owner[1] == author
             lat, lon = (row.get("latitude") or "").strip(), (row.get("longitude") or "").strip()
             pw.writerow([post_id, owner[0], owner[1], author, raw_id, iso(posted), content,
                          (row.get("language") or "").strip(), (row.get("country") or "").strip(), lat, lon,
@@ -253,5 +326,9 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
                 for idx in sorted(rng.sample(range(len(all_ids)), k)):
                     lw.writerow([post_id, all_ids[idx]])
                 likes_written += k
-    report.extra.update(likes=likes_written, like_rate=like_rate, spread_over=len(ranked))
+    advance.flush()
+    report.extra.update(likes=likes_written, like_rate=like_rate, authors=authors,
+                        posts_on_own_account=on_own)
+    if spread_authors:
+        report.extra.update(spread_over=len(ranked), spread_posts_by_author=dict(sorted(spread_authors.items())))
     return report

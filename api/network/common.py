@@ -5,17 +5,17 @@ from __future__ import annotations
 import hashlib
 import heapq
 import os
-import re
 import time
 from datetime import UTC, datetime
 
+from api.network.tokens import index_terms
+
 BUCKETS = 16  # accounts_by_follower_count partitions per network: ~5k rows each at 81k accounts
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 def words_of(text: str | None) -> set[str]:
-    """Distinct case-folded words (runs of letters/digits) of a text: the unit of Q6."""
-    return set(_WORD_RE.findall((text or "").casefold()))
+    """The terms a text is indexed under for Q6 (the rules are those of api/network/tokens.py)."""
+    return index_terms(text)
 
 
 def month_of(ts: datetime) -> str:

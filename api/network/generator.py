@@ -1,7 +1,8 @@
 """Seeded generator of look-alike raw input files, with the real files' shapes and quirks.
 
-* edges: `user follower` per line, space separated (SNAP twitter_combined.txt), heavy-tailed in-degree, a few
-  duplicate edges and self-loops like real crawls;
+* edges: two ids per line, space separated (SNAP twitter_combined.txt), by default `follower followee` as SNAP
+  documents its edges (`edge_order`, see cleaning.EDGE_ORDERS), heavy-tailed in-degree, a few duplicate edges
+  and self-loops like real crawls;
 * posts: CSV `author,content,country,date_time,id,language,latitude,longitude,number_of_likes,
   number_of_shares`, 20 authors, 2009-2017, `dd/mm/yyyy HH:MM` dates, ids partly in scientific notation
   (`5.34896E+17`, so they collide), quoted multi-line content with commas and quotes, mostly empty geo
@@ -17,6 +18,8 @@ import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from api.network.cleaning import DEFAULT_EDGE_ORDER, FOLLOWER_FOLLOWEE, parse_edge
+
 AUTHORS = ("katyperry", "justinbieber", "BarackObama", "rihanna", "taylorswift13", "ladygaga", "TheEllenShow",
            "Cristiano", "YouTube", "jtimberlake", "KimKardashian", "ArianaGrande", "ddlovato", "selenagomez",
            "cnnbrk", "britneyspears", "shakira", "jimmyfallon", "twitter", "narendramodi")
@@ -31,8 +34,12 @@ _LANGS = ("en", "en", "en", "en", "es", "pt", "fr", "und", "ja", "hi")
 _COUNTRIES = ("", "", "", "", "US", "GB", "BR", "IN", "FR")
 
 
-def generate_edges(path: Path, *, accounts: int, edges: int, seed: int) -> int:
-    """Write `edges` lines (plus a few quirks); returns the number of lines written."""
+def generate_edges(path: Path, *, accounts: int, edges: int, seed: int, edge_order: str = DEFAULT_EDGE_ORDER
+                   ) -> int:
+    """Write `edges` lines (plus a few quirks) in `edge_order`; returns the number of lines written. The
+    graph is the same for either order (same seed): only the column order of the lines differs."""
+    parse_edge(["1", "2"], edge_order)  # an unknown order fails before the file is opened
+    snap = edge_order == FOLLOWER_FOLLOWEE
     rng = random.Random(seed)
     ids = rng.sample(range(10_000, 3_000_000_000), accounts)
     # Zipf-like popularity over a random order. At full size (offset 50, exponent 0.9) the most-followed
@@ -49,10 +56,11 @@ def generate_edges(path: Path, *, accounts: int, edges: int, seed: int) -> int:
             follower = ids[rng.randrange(accounts)]
             while follower == user:
                 follower = ids[rng.randrange(accounts)]
-            out.write(f"{user} {follower}\n")
+            line = f"{follower} {user}\n" if snap else f"{user} {follower}\n"
+            out.write(line)
             written += 1
             if written % 997 == 0:  # real crawls repeat edges now and then
-                out.write(f"{user} {follower}\n")
+                out.write(line)
                 written += 1
         out.write(f"{ids[0]} {ids[0]}\n")  # a self-loop, which cleaning drops
         written += 1
@@ -110,10 +118,11 @@ def generate_posts(path: Path, *, posts: int, seed: int) -> int:
     return len(rows)
 
 
-def generate(directory: Path, *, accounts: int, edges: int, posts: int, seed: int) -> tuple[Path, Path]:
+def generate(directory: Path, *, accounts: int, edges: int, posts: int, seed: int,
+             edge_order: str = DEFAULT_EDGE_ORDER) -> tuple[Path, Path]:
     """Write `twitter_combined.txt` and `tweets.csv` into `directory`; returns (edges path, posts path)."""
     directory.mkdir(parents=True, exist_ok=True)
     edges_path, posts_path = directory / "twitter_combined.txt", directory / "tweets.csv"
-    generate_edges(edges_path, accounts=accounts, edges=edges, seed=seed)
+    generate_edges(edges_path, accounts=accounts, edges=edges, seed=seed, edge_order=edge_order)
     generate_posts(posts_path, posts=posts, seed=seed)
     return edges_path, posts_path

@@ -201,13 +201,17 @@ class Follow(MethodView):
 @blp.arguments(NewPostSchema)
 @blp.response(201, CreatedPostSchema)
 @blp.alt_response(404, description="unknown author")
+@blp.alt_response(422, description="invalid post, or dated more than 5 minutes in the future")
 @blp.doc(**_ADMIN_DOC)
 def create_post(body: dict, network: str):
     """Q5: write a post and fan it out to the home caches of its author's followers (admin)."""
     _admin()
     fields = dict(body)
     author = _account(network, fields.pop("author_id"))
-    post, fanned = actions.create_post(get_db(), network, author, fields.pop("content"), **fields)
+    try:
+        post, fanned = actions.create_post(get_db(), network, author, fields.pop("content"), **fields)
+    except actions.FuturePost as exc:
+        abort(422, message=str(exc))
     return {"post": post, "fanned_out_to": fanned}
 
 
@@ -226,7 +230,7 @@ class OnePost(MethodView):
         """Delete a post: it leaves every home timeline, the search index and the likes (admin)."""
         _admin()
         removed = actions.delete_post(get_db(), network, _post(network, post_id))
-        return {"post_id": post_id, "removed_from_caches": removed}
+        return {"post_id": post_id, "likes_removed": removed}
 
 
 @blp.route(f"/<network>/posts/<{ID}:post_id>/likes/<{ID}:user_id>")
@@ -264,7 +268,7 @@ def search_posts(args: dict, network: str):
     """Q6: the 25 most-liked posts containing every given word (case-insensitive)."""
     words = search.parse_query(args["q"])
     found = actions.search_posts(get_db(), _network(network), words, network_settings().page_size)
-    return {"words": words, "posts": found}
+    return {"words": words, "posts": found.posts, "exact": found.exact}
 
 
 # -- Q2 / Q3 ---------------------------------------------------------------------------------------------------

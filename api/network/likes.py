@@ -1,51 +1,103 @@
-"""Likes as who liked which post: likes_by_post and likes_by_user. A post's like count is the number of its
-likes_by_post rows, re-counted after each like/unlike, so repeating a like (or retrying it) changes nothing.
+"""Likes: likes_by_user and likes_by_post (who liked what) and post_like_counts (one counter per post).
+
+A like is an INSERT IF NOT EXISTS on the liker's own likes_by_user row, an unlike a DELETE IF EXISTS: the
+Paxos round sits in the liker's partition (never in a 200k-like post's), and only the request whose
+transaction applied moves the counter, so repeating or retrying a like changes nothing. No request counts a
+post's likes; `chronicle network reconcile` re-counts them (a job) to repair a request that died between its
+transaction and its increment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
+from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
 from api.db import Database, Params, Statement
 
-TABLES = frozenset({"likes_by_post", "likes_by_user"})
+TABLES = frozenset({"likes_by_post", "likes_by_user", "post_like_counts"})
 
 PUT_LIKE_BY_POST = Statement("INSERT INTO likes_by_post (network, post_id, user_id, liked_at) VALUES (?, ?, ?, ?)")
 PUT_LIKE_BY_USER = Statement("INSERT INTO likes_by_user (network, user_id, post_id, liked_at) VALUES (?, ?, ?, ?)")
+LIKE_IF_NEW = Statement(
+    "INSERT INTO likes_by_user (network, user_id, post_id, liked_at) VALUES (?, ?, ?, ?) IF NOT EXISTS",
+    name="INSERT likes_by_user IF NOT EXISTS", idempotent=False)
+UNLIKE_IF_EXISTS = Statement(
+    "DELETE FROM likes_by_user WHERE network = ? AND user_id = ? AND post_id = ? IF EXISTS",
+    name="DELETE likes_by_user IF EXISTS", idempotent=False)
 DELETE_LIKE_BY_POST = Statement("DELETE FROM likes_by_post WHERE network = ? AND post_id = ? AND user_id = ?")
 DELETE_LIKE_BY_USER = Statement("DELETE FROM likes_by_user WHERE network = ? AND user_id = ? AND post_id = ?")
 DELETE_LIKES_OF_POST = Statement("DELETE FROM likes_by_post WHERE network = ? AND post_id = ?")
 LIKERS = Statement("SELECT user_id FROM likes_by_post WHERE network = ? AND post_id = ?")
 COUNT_LIKES = Statement("SELECT COUNT(*) AS n FROM likes_by_post WHERE network = ? AND post_id = ?")
 LIKES_OF_USER = Statement("SELECT post_id, liked_at FROM likes_by_user WHERE network = ? AND user_id = ? LIMIT ?")
+ADD_LIKES = Statement("UPDATE post_like_counts SET likes = likes + ? WHERE network = ? AND post_id = ?",
+                      idempotent=False)
+GET_LIKES_FRESH = Statement("SELECT likes FROM post_like_counts WHERE network = ? AND post_id = ?",
+                            name="SELECT post_like_counts (fresh)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 
 
 def like_writes(network: str, post_id: int, user_id: int, liked_at: datetime | None = None
                 ) -> list[tuple[Statement, Params]]:
-    """Both rows of one like; an unknown time (imported likes) is left unset."""
+    """Both rows of one like (the loader's bulk path: counts are set with `set_count`); an unknown time
+    (imported likes) is left unset."""
     at = UNSET_VALUE if liked_at is None else liked_at
     return [(PUT_LIKE_BY_USER, (network, user_id, post_id, at)), (PUT_LIKE_BY_POST, (network, post_id, user_id, at))]
 
 
-def add(db: Database, network: str, post_id: int, user_id: int, liked_at: datetime) -> None:
-    db.execute_many(like_writes(network, post_id, user_id, liked_at))
+def add(db: Database, network: str, post_id: int, user_id: int, liked_at: datetime) -> bool:
+    """`user_id` likes the post: True when this call created the like (and moved the counter)."""
+    applied = bool(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)).was_applied)
+    writes = [(PUT_LIKE_BY_POST, (network, post_id, user_id, liked_at))]
+    if applied:
+        writes.append((ADD_LIKES, (1, network, post_id)))
+    db.execute_many(writes)
+    return applied
 
 
-def remove(db: Database, network: str, post_id: int, user_id: int) -> None:
-    db.execute_many([(DELETE_LIKE_BY_POST, (network, post_id, user_id)),
-                     (DELETE_LIKE_BY_USER, (network, user_id, post_id))])
+def remove(db: Database, network: str, post_id: int, user_id: int) -> bool:
+    """`user_id` no longer likes the post: True when this call removed the like (and moved the counter)."""
+    applied = bool(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)).was_applied)
+    writes = [(DELETE_LIKE_BY_POST, (network, post_id, user_id))]
+    if applied:
+        writes.append((ADD_LIKES, (-1, network, post_id)))
+    db.execute_many(writes)
+    return applied
 
 
 def count(db: Database, network: str, post_id: int) -> int:
-    return db.execute(COUNT_LIKES, (network, post_id), timeout=30).one().n
+    """The post's like counter, read at LOCAL_QUORUM (after this request's own increment)."""
+    row = db.execute(GET_LIKES_FRESH, (network, post_id)).one()
+    return (row.likes or 0) if row is not None else 0
 
 
-def delete_likes_of_post(db: Database, network: str, post_id: int) -> None:
-    likers = [r.user_id for r in db.execute(LIKERS, (network, post_id), fetch_size=5000)]
+def recount(db: Database, network: str, post_id: int) -> int:
+    """Count the post's likes_by_post rows: the reconcile job's truth (proportional to the likes: never in a
+    request)."""
+    return db.execute(COUNT_LIKES, (network, post_id), timeout=60).one().n
+
+
+def set_count(db: Database, network: str, post_id: int, wanted: int) -> int:
+    """Bring the post's counter to `wanted` by adding the difference (bulk loads, reconcile); returns it."""
+    delta = wanted - count(db, network, post_id)
+    if delta:
+        db.execute(ADD_LIKES, (delta, network, post_id))
+    return delta
+
+
+def set_count_writes(network: str, deltas: Iterable[tuple[int, int]]) -> Iterator[tuple[Statement, Params]]:
+    """Counter additions (post id, delta) for a bulk path that knows the counters' current values."""
+    return ((ADD_LIKES, (delta, network, post_id)) for post_id, delta in deltas if delta)
+
+
+def delete_likes_of_post(db: Database, network: str, post_id: int) -> int:
+    """Remove every like of a deleted post (a job: proportional to its likes). Returns the likes removed."""
+    likers = [r.user_id for r in db.execute(LIKERS, (network, post_id), fetch_size=5000, timeout=60)]
     db.execute_many((DELETE_LIKE_BY_USER, (network, u, post_id)) for u in likers)
     db.execute(DELETE_LIKES_OF_POST, (network, post_id))
+    return len(likers)
 
 
 def likes_of_user(db: Database, network: str, user_id: int, limit: int = 100) -> list[dict]:

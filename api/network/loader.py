@@ -1,9 +1,14 @@
 """Bulk loading of cleaned files (accounts.csv, relations.csv, posts.csv, likes.csv) with concurrent prepared
-writes. Every write is an idempotent INSERT of values computed from the files (counts included), so a
-re-run, or a run resumed after a crash, leaves the same rows: nothing is counted twice.
+writes. Rows are idempotent INSERTs of values computed from the files; counters (followers, follows, likes,
+term postings) are brought to the files' totals by adding the difference to what they hold, and term postings
+go into buckets numbered from the posts' time order, so a re-run, or a run resumed after a crash, leaves the
+same rows and counts: nothing is counted twice.
 
 Several processes can share one file (`workers`): worker k takes the rows whose index % workers == k, with
 its own Cluster (the GIL caps one process at about one core of driver work).
+
+Progress is reported in rows of the input file (the unit of `count_rows`, so a bar's total and its
+increments agree), not in table writes: one post is ~15 writes, one account 2.
 """
 
 from __future__ import annotations
@@ -17,15 +22,16 @@ from pathlib import Path
 
 from api.config import Settings
 from api.db import Database, Params, Statement
-from api.network import accounts, likes, posts, relations, search
+from api.network import accounts, actions, likes, posts, relations, search
 from api.network.common import parse_iso
-from api.network.settings import network_settings
+from api.network.tokens import index_terms
 from api.network.values import Account, Post
 
 Progress = Callable[[int], None]
 KINDS = ("accounts", "relations", "posts", "likes")
 RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
 Writes = Iterator[tuple[Statement, Params]]
+RowWrites = Iterator[list[tuple[Statement, Params]]]  # the writes of each input row, row by row
 
 
 def _noop(_n: int) -> None:
@@ -46,19 +52,24 @@ def count_rows(path: Path) -> int:
         return max(0, sum(1 for _ in csv.reader(handle)) - 1)
 
 
-def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     for account_id, username, followers, follows in _rows(path, worker, workers):
-        yield from accounts.account_writes(network, Account(int(account_id), username, int(followers),
-                                                            int(follows)))
+        yield accounts.account_writes(network, Account(int(account_id), username, int(followers), int(follows)))
 
 
-def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def set_account_counts(db: Database, network: str, path: Path) -> int:
+    """Bring every account's counters to the file's counts; returns the accounts changed."""
+    wanted = {int(a): (int(f), int(g)) for a, _name, f, g in _rows(path)}
+    return len(accounts.set_counts(db, network, wanted))
+
+
+def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
     (they go out in unlogged batches of RELATION_BATCH)."""
     for account_id, _name, rel_type, target_id, target_name in _rows(path):
         account = int(account_id)
         if (account + len(rel_type)) % workers == worker:
-            yield relations.relation_write(network, account, rel_type, int(target_id), target_name)
+            yield [relations.relation_write(network, account, rel_type, int(target_id), target_name)]
 
 
 def like_counts(likes_path: Path | None) -> dict[int, int]:
@@ -69,26 +80,73 @@ def like_counts(likes_path: Path | None) -> dict[int, int]:
     return dict(counts)
 
 
-def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1) -> Writes:
-    for row in _rows(path, worker, workers):
+def _posts(path: Path, counts: dict[int, int]) -> list[Post]:
+    """Every post of the file, oldest first (the order term postings are numbered in)."""
+    out = []
+    for row in _rows(path):
         (post_id, author_id, author_username, original_author, _orig_id, posted_at, content, language, country,
          lat, lon, _orig_likes, shares) = row
-        post = Post(post_id=int(post_id), author_id=int(author_id), posted_at=parse_iso(posted_at),
-                    author_username=author_username, original_author=original_author or None, content=content,
-                    language=language or None, country=country or None, latitude=float(lat) if lat else None,
-                    longitude=float(lon) if lon else None, like_count=counts.get(int(post_id), 0),
-                    share_count=int(shares or 0))
-        yield from posts.post_writes(network, post)
-        yield from search.word_writes(network, post)
+        out.append(Post(post_id=int(post_id), author_id=int(author_id), posted_at=parse_iso(posted_at),
+                        author_username=author_username, original_author=original_author or None, content=content,
+                        language=language or None, country=country or None, latitude=float(lat) if lat else None,
+                        longitude=float(lon) if lon else None, like_count=counts.get(int(post_id), 0),
+                        share_count=int(shares or 0)))
+    out.sort(key=lambda p: (p.posted_at, p.post_id))
+    return out
 
 
-def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> Writes:
+def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1
+                ) -> RowWrites:
+    """Post rows and term postings; posting n of a term (in time order) goes into bucket n // 50,000."""
+    numbered: collections.Counter = collections.Counter()
+    for i, post in enumerate(_posts(path, counts)):
+        buckets = {}
+        for term in sorted(index_terms(post.content)):
+            buckets[term] = search.bucket_of(numbered[term])
+            numbered[term] += 1
+        if i % workers == worker:
+            yield [*posts.post_writes(network, post), *search.posting_writes(network, post, buckets),
+                   posts.term_buckets_write(network, post.post_id, buckets)]
+
+
+def common_terms(path: Path) -> list[str]:
+    """Terms of a posts file with more postings than a rare term may have (the ones with top lists)."""
+    totals: collections.Counter = collections.Counter()
+    for post in _posts(path, {}):
+        totals.update(index_terms(post.content))
+    return sorted(t for t, n in totals.items() if n > search.RARE_POSTINGS)
+
+
+def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int]) -> dict[str, int]:
+    """After the post rows: term and like counters to the file's totals, then the top lists of common terms."""
+    totals: collections.Counter = collections.Counter()
+    for post in _posts(path, {}):
+        totals.update(index_terms(post.content))
+    terms = sorted(totals)
+    current: dict[str, int] = {}
+    for i in range(0, len(terms), 1000):
+        current.update(search.term_counts(db, network, terms[i:i + 1000]))
+    db.execute_many(search.count_writes(network, {t: totals[t] - current.get(t, 0) for t in terms}))
+    liked = sorted(counts)
+    deltas = []
+    for i in range(0, len(liked), 1000):
+        chunk = liked[i:i + 1000]
+        have = {p: likes.count(db, network, p) for p in chunk}
+        deltas.extend((p, counts[p] - have[p]) for p in chunk)
+    db.execute_many(likes.set_count_writes(network, deltas))
+    common = [t for t in terms if totals[t] > search.RARE_POSTINGS]
+    for term in common:
+        actions.rebuild_term_top(db, network, term)
+    return {"terms": len(terms), "common_terms": len(common)}
+
+
+def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     for post_id, user_id in _rows(path, worker, workers):
-        yield from likes.like_writes(network, int(post_id), int(user_id))
+        yield likes.like_writes(network, int(post_id), int(user_id))
 
 
 def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = None, worker: int = 0,
-               workers: int = 1) -> Iterator[tuple]:
+               workers: int = 1) -> RowWrites:
     if kind == "accounts":
         return account_writes(network, path, worker, workers)
     if kind == "relations":
@@ -100,17 +158,67 @@ def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = No
     raise ValueError(kind)
 
 
-def _write(db: Database, kind: str, writes: Writes, concurrency: int, progress: Progress) -> int:
+class _RowProgress:
+    """Turns `execute_many`'s completed writes into completed input rows for `progress`.
+
+    Each row's writes are counted before the first of them is handed out, so the end of every row is known
+    before its writes complete (counting only at the next row would leave the last row of a slice unreported
+    when nothing follows it); `finish` reports whatever is left, so the increments add up to the rows read.
+    """
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.ends: collections.deque[int] = collections.deque()  # cumulative write count at each row's end
+        self.handed = self.done = self.rows = self.reported = 0
+
+    def writes(self, rows: RowWrites) -> Writes:
+        for row in rows:
+            self.handed += len(row)
+            self.ends.append(self.handed)
+            self.rows += 1
+            yield from row
+
+    def __call__(self, completed: int) -> None:
+        self.done += completed
+        finished = 0
+        while self.ends and self.ends[0] <= self.done:
+            self.ends.popleft()
+            finished += 1
+        if finished:
+            self.reported += finished
+            self.progress(finished)
+
+    def finish(self) -> None:
+        if self.rows > self.reported:
+            self.progress(self.rows - self.reported)
+            self.reported = self.rows
+
+
+def _write(db: Database, kind: str, rows: RowWrites, concurrency: int, progress: Progress) -> int:
     batch_size = RELATION_BATCH if kind == "relations" else 1
-    return db.execute_many(writes, concurrency=concurrency, batch_size=batch_size, progress=progress)
+    tracker = _RowProgress(progress)
+    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size,
+                              progress=tracker)
+    tracker.finish()
+    return written
+
+
+def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path | None = None) -> None:
+    """What a kind needs after its rows: counters to the files' totals, top lists, the celebrity set."""
+    if kind == "accounts":
+        set_account_counts(db, network, path)
+    elif kind == "relations":
+        actions.apply_threshold(db, network)
+    elif kind == "posts":
+        finish_posts(db, network, path, like_counts(likes_path))
 
 
 def load(db: Database, kind: str, network: str, path: Path, *, likes_path: Path | None = None,
          progress: Progress = _noop, concurrency: int = 128) -> int:
-    """Load one cleaned file in this process; returns the number of rows written (all tables)."""
+    """Load one cleaned file in this process; returns the number of rows written (all tables). `progress` is
+    called with the number of input rows done (they add up to `count_rows(path)`)."""
     written = _write(db, kind, writes_for(kind, network, path, likes_path), concurrency, progress)
-    if kind == "accounts":
-        accounts.rebuild_celebrities(db, network_settings(), network)
+    finish(db, kind, network, path, likes_path)
     return written
 
 
@@ -126,7 +234,8 @@ def _worker(args: tuple) -> int:
 
 def load_parallel(settings: Settings, kind: str, network: str, path: Path, *, workers: int,
                   likes_path: Path | None = None, progress: Progress = _noop, concurrency: int = 128) -> int:
-    """Load one cleaned file with `workers` processes (spawned, each with its own Cluster)."""
+    """Load one cleaned file with `workers` processes (spawned, each with its own Cluster); `progress` as in
+    `load`, summed over the workers."""
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         queue = manager.Queue()
@@ -140,12 +249,11 @@ def load_parallel(settings: Settings, kind: str, network: str, path: Path, *, wo
             while not queue.empty():
                 progress(queue.get())
             total = sum(result.get())
-    if kind == "accounts":
-        db = Database(settings)
-        try:
-            accounts.rebuild_celebrities(db, network_settings(), network)
-        finally:
-            db.close()
+    db = Database(settings)
+    try:
+        finish(db, kind, network, path, likes_path)
+    finally:
+        db.close()
     return total
 
 

@@ -3,7 +3,7 @@ posts of an author) and posts_by_id (one post, and the authoritative like count)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from cassandra.cluster import ResponseFuture
@@ -31,8 +31,12 @@ PUT_POST_BY_ID = Statement(
     ":country, :latitude, :longitude, :like_count, :share_count)")
 GET_POST = Statement(
     f"SELECT post_id, author_id, posted_at, {_POST_COLS} FROM posts_by_id WHERE network = ? AND post_id = ?")
-GET_LIKES = Statement("SELECT like_count FROM posts_by_id WHERE network = ? AND post_id = ?",
-                      name="SELECT posts_by_id (like_count)")
+LIKES_OF_POSTS = Statement(
+    "SELECT post_id, author_id, like_count FROM posts_by_id WHERE network = ? AND post_id IN ?",
+    name="SELECT posts_by_id (like counts)")
+GET_TERM_BUCKETS = Statement("SELECT term_buckets FROM posts_by_id WHERE network = ? AND post_id = ?",
+                             name="SELECT posts_by_id (term buckets)")
+SET_TERM_BUCKETS = Statement("UPDATE posts_by_id SET term_buckets = ? WHERE network = ? AND post_id = ?")
 DELETE_POST_BY_ID = Statement("DELETE FROM posts_by_id WHERE network = ? AND post_id = ?")
 DELETE_POST_BY_AUTHOR = Statement(
     "DELETE FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ? AND posted_at = ? "
@@ -69,15 +73,26 @@ def get_post(db: Database, network: str, post_id: int) -> Post | None:
     return Post.from_row(row) if row is not None else None
 
 
+_IN_CHUNK = 100  # post ids per IN read: the coordinator reads them in parallel, one round trip each chunk
+
+
 def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int, int]:
-    """The authoritative like count of each post that exists (read concurrently); deleted posts are absent."""
-    futures = {p: db.execute_async(GET_LIKES, (network, p)) for p in dict.fromkeys(post_ids)}
-    out = {}
-    for post_id, future in futures.items():
-        row = future.result().one()
-        if row is not None:
-            out[post_id] = row.like_count or 0
-    return out
+    """The like count of each post that exists, as published on the post by the last like (deleted posts, and
+    rows left by a like that raced a delete, are absent). Chunks of 100 ids are read concurrently."""
+    ids = list(dict.fromkeys(post_ids))
+    futures = [db.execute_async(LIKES_OF_POSTS, (network, ids[i:i + _IN_CHUNK]))
+               for i in range(0, len(ids), _IN_CHUNK)]
+    return {r.post_id: r.like_count or 0 for f in futures for r in f.result() if r.author_id is not None}
+
+
+def term_buckets(db: Database, network: str, post_id: int) -> dict[str, int]:
+    """term -> posting bucket of a post (where a like finds its postings)."""
+    row = db.execute(GET_TERM_BUCKETS, (network, post_id)).one()
+    return dict(row.term_buckets or {}) if row is not None else {}
+
+
+def term_buckets_write(network: str, post_id: int, buckets: dict[str, int]) -> tuple[Statement, Params]:
+    return SET_TERM_BUCKETS, (buckets, network, post_id)
 
 
 def author_months(db: Database, network: str, author_id: int) -> list[str]:
@@ -85,13 +100,15 @@ def author_months(db: Database, network: str, author_id: int) -> list[str]:
 
 
 def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
-                    before: Position | None = None) -> list[Post]:
+                    before: Position | None = None, months: list[str] | None = None) -> list[Post]:
     """Q1: up to `limit` posts of an author, newest first, optionally strictly before (month, time, id).
 
     Month partitions are read newest first, a few at a time concurrently (a sparse author has a handful of
     posts per month), until `limit` posts are in hand.
     """
-    months = [m for m in author_months(db, network, author_id) if before is None or m <= before[0]]
+    if months is None:
+        months = author_months(db, network, author_id)
+    months = [m for m in months if before is None or m <= before[0]]
     out: list[Post] = []
     batch = 2
     i = 0
@@ -109,6 +126,12 @@ def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
         i += len(chunk)
         batch = min(batch * 2, 16)
     return out[:limit]
+
+
+def start_posts_of_author(db: Database, network: str, author_id: int, limit: int) -> Callable[[], list[Post]]:
+    """Send the read of an author's month listing now; the returned callable finishes `posts_of_author`."""
+    months_f = db.execute_async(POST_MONTHS, (network, author_id))
+    return lambda: posts_of_author(db, network, author_id, limit, months=[r.month for r in months_f.result()])
 
 
 def position_of(post: Post) -> Position:
@@ -149,9 +172,8 @@ def delete_post_rows(db: Database, network: str, post: Post) -> None:
     db.execute(DELETE_POST_BY_ID, (network, post.post_id))
 
 
-def set_like_count(db: Database, network: str, post: Post, new_count: int) -> Post:
-    """Write a new like count into posts_by_author, then posts_by_id (the authoritative one, last)."""
-    db.execute(SET_LIKES_BY_AUTHOR, (new_count, network, post.author_id, month_of(post.posted_at),
-                                     post.posted_at, post.post_id))
-    db.execute(SET_LIKES_BY_ID, (new_count, network, post.post_id))
-    return post.with_likes(new_count)
+def like_count_writes(network: str, post: Post, new_count: int) -> list[tuple[Statement, Params]]:
+    """Publish a post's like count (read from its counter) on its rows in posts_by_author and posts_by_id."""
+    return [(SET_LIKES_BY_AUTHOR, (new_count, network, post.author_id, month_of(post.posted_at), post.posted_at,
+                                   post.post_id)),
+            (SET_LIKES_BY_ID, (new_count, network, post.post_id))]

@@ -1,14 +1,22 @@
 """Follower relations, both directions as in the seed: follower_relations_by_account holds, per account, the
-accounts following it (rel_type `follower`) and the accounts it follows (rel_type `follows`)."""
+accounts following it (rel_type `follower`) and the accounts it follows (rel_type `follows`); and
+followed_celebrities, the celebrities among the accounts an account follows (Q4 merges their posts at read time).
+
+A follow or unfollow changes the relation with a lightweight transaction on the follower's own `follows` row
+(INSERT IF NOT EXISTS / DELETE IF EXISTS): its Paxos round sits in the follower's partition, never in a
+celebrity's, and only the request whose transaction applied moves the counts.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+from cassandra import ConsistencyLevel
 
 from api.db import Database, Params, Statement
 from api.network.values import Account
 
-TABLES = frozenset({"follower_relations_by_account"})
+TABLES = frozenset({"follower_relations_by_account", "followed_celebrities"})
 FOLLOWER, FOLLOWS = "follower", "follows"
 
 PUT_RELATION = Statement(
@@ -17,6 +25,22 @@ PUT_RELATION = Statement(
 DELETE_RELATION = Statement(
     "DELETE FROM follower_relations_by_account WHERE network = ? AND account_id = ? AND rel_type = ? "
     "AND target_id = ?")
+FOLLOW_IF_NEW = Statement(
+    "INSERT INTO follower_relations_by_account (network, account_id, rel_type, target_id, target_username) "
+    "VALUES (?, ?, 'follows', ?, ?) IF NOT EXISTS", name="INSERT follower_relations_by_account IF NOT EXISTS",
+    idempotent=False)
+UNFOLLOW_IF_EXISTS = Statement(
+    "DELETE FROM follower_relations_by_account WHERE network = ? AND account_id = ? AND rel_type = 'follows' "
+    "AND target_id = ? IF EXISTS", name="DELETE follower_relations_by_account IF EXISTS", idempotent=False)
+PUT_FOLLOWED_CELEBRITY = Statement(
+    "INSERT INTO followed_celebrities (network, account_id, celebrity_id) VALUES (?, ?, ?)")
+DELETE_FOLLOWED_CELEBRITY = Statement(
+    "DELETE FROM followed_celebrities WHERE network = ? AND account_id = ? AND celebrity_id = ?")
+FOLLOWED_CELEBRITIES = Statement(
+    "SELECT celebrity_id FROM followed_celebrities WHERE network = ? AND account_id = ?")
+FOLLOWED_CELEBRITIES_FRESH = Statement(
+    "SELECT celebrity_id FROM followed_celebrities WHERE network = ? AND account_id = ?",
+    name="SELECT followed_celebrities (fresh)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 COUNT_RELATIONS = Statement(
     "SELECT COUNT(*) AS n FROM follower_relations_by_account WHERE network = ? AND account_id = ? "
     "AND rel_type = ?")
@@ -26,9 +50,6 @@ LIST_RELATIONS = Statement(
 HAS_RELATION = Statement(
     "SELECT target_id FROM follower_relations_by_account WHERE network = ? AND account_id = ? AND rel_type = ? "
     "AND target_id = ?")
-FOLLOWS_AMONG = Statement(
-    "SELECT target_id FROM follower_relations_by_account WHERE network = ? AND account_id = ? "
-    "AND rel_type = 'follows' AND target_id IN ?")
 
 _PAGE = 5000  # rows per page when a whole relation partition is read
 
@@ -39,16 +60,21 @@ def relation_write(network: str, account_id: int, rel_type: str, target_id: int,
     return PUT_RELATION, (network, account_id, rel_type, target_id, target_username)
 
 
-def add(db: Database, network: str, follower: Account, followee: Account) -> None:
-    """Both rows of `follower` follows `followee` (idempotent)."""
-    db.execute_many([
-        relation_write(network, followee.account_id, FOLLOWER, follower.account_id, follower.username),
-        relation_write(network, follower.account_id, FOLLOWS, followee.account_id, followee.username)])
+def add(db: Database, network: str, follower: Account, followee: Account) -> bool:
+    """`follower` follows `followee`: True when this call created the relation (its transaction applied).
+    The followee-side row is (re)written either way, so a retry completes a half-done follow."""
+    applied = db.execute(FOLLOW_IF_NEW, (network, follower.account_id, followee.account_id,
+                                         followee.username)).was_applied
+    db.execute_many([relation_write(network, followee.account_id, FOLLOWER, follower.account_id,
+                                    follower.username)])
+    return bool(applied)
 
 
-def remove(db: Database, network: str, follower_id: int, followee_id: int) -> None:
-    db.execute_many([(DELETE_RELATION, (network, follower_id, FOLLOWS, followee_id)),
-                     (DELETE_RELATION, (network, followee_id, FOLLOWER, follower_id))])
+def remove(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
+    """`follower` stops following `followee`: True when this call ended the relation."""
+    applied = db.execute(UNFOLLOW_IF_EXISTS, (network, follower_id, followee_id)).was_applied
+    db.execute(DELETE_RELATION, (network, followee_id, FOLLOWER, follower_id))
+    return bool(applied)
 
 
 def follows(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
@@ -76,14 +102,22 @@ def ids(db: Database, network: str, account_id: int, rel_type: str) -> list[int]
     return [row.target_id for row in rows]
 
 
-def followed_among(db: Database, network: str, account_id: int, candidates: list[int]) -> list[int]:
-    """Which of `candidates` the account follows: one IN read for up to 100, else its follows partition."""
-    if not candidates:
-        return []
-    if len(candidates) <= 100:
-        return [r.target_id for r in db.execute(FOLLOWS_AMONG, (network, account_id, candidates))]
-    wanted = set(candidates)
-    return [a for a in ids(db, network, account_id, FOLLOWS) if a in wanted]
+def followed_celebrities(db: Database, network: str, account_id: int, *, fresh: bool = False) -> set[int]:
+    """The celebrities the account follows (`fresh`: read at LOCAL_QUORUM, after this process's own writes)."""
+    stmt = FOLLOWED_CELEBRITIES_FRESH if fresh else FOLLOWED_CELEBRITIES
+    return {r.celebrity_id for r in db.execute(stmt, (network, account_id))}
+
+
+def start_followed_celebrities(db: Database, network: str, account_id: int):
+    return db.execute_async(FOLLOWED_CELEBRITIES, (network, account_id))
+
+
+def mark_celebrity_followed(db: Database, network: str, followers: Iterable[int], celebrity_id: int) -> int:
+    return db.execute_many((PUT_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
+
+
+def unmark_celebrity_followed(db: Database, network: str, followers: Iterable[int], celebrity_id: int) -> int:
+    return db.execute_many((DELETE_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
 
 
 def each_follower(db: Database, network: str, account_ids: list[int]) -> Iterator[tuple[int, str | None]]:

@@ -99,7 +99,8 @@ class CreatedPostSchema(Schema):
 
 class DeletedSchema(Schema):
     post_id = fields.Integer(required=True)
-    removed_from_caches = fields.Integer(required=True)
+    likes_removed = fields.Integer(required=True, metadata={
+        "description": "likes of the post removed with it (cached copies are skipped by readers, not deleted)"})
 
 
 class FollowResultSchema(Schema):
@@ -130,8 +131,12 @@ class SearchArgs(Schema):
 
 
 class SearchResultSchema(Schema):
-    words = fields.List(fields.String(), required=True)
+    words = fields.List(fields.String(), required=True, metadata={"description": "the terms searched for"})
     posts = fields.List(fields.Nested(PostSchema), required=True)
+    exact = fields.Boolean(required=True, metadata={
+        "description": "true when the answer is proven to be the most-liked posts (always, except for a common "
+                       "term whose top list is missing or worn down by unlikes: then the newest 20,000 postings "
+                       "were ranked and `chronicle network index-terms` rebuilds the list)"})
 
 
 class RankedAccountSchema(Schema):

@@ -4,6 +4,8 @@
 |---|---|---|
 | CHRONICLE_NETWORK_HYBRID_THRESHOLD | 10000 | authors with this many followers or more are merged at read |
 |   |   | time instead of fanned out; 0 turns hybrid off |
+| CHRONICLE_NETWORK_HYBRID_HYSTERESIS | 0.1 | an author merged at read time is fanned out again only below |
+|   |   | threshold x (1 - hysteresis): a count that hovers at the threshold does not flap |
 | CHRONICLE_NETWORK_CACHE_CAP | 800 | home-timeline entries kept per account (Twitter's figure) |
 | CHRONICLE_NETWORK_CACHE_TTL | 604800 | seconds a home-timeline entry lives (TWCS drops expired SSTables whole) |
 | CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
@@ -21,6 +23,7 @@ from api.config import env
 @dataclasses.dataclass(frozen=True)
 class NetworkSettings:
     hybrid_threshold: int = 10000
+    hybrid_hysteresis: float = 0.1
     cache_cap: int = 800
     cache_ttl: int = 7 * 24 * 3600
     fanout_concurrency: int = 256
@@ -31,6 +34,13 @@ class NetworkSettings:
     def hybrid(self) -> bool:
         return self.hybrid_threshold > 0
 
+    @property
+    def demote_below(self) -> int:
+        """Follower count under which a celebrity is fanned out again (with hybrid off: any count)."""
+        if not self.hybrid:
+            return 2**62  # hybrid off: any celebrity left over is demoted on its next unfollow
+        return int(self.hybrid_threshold * (1 - self.hybrid_hysteresis))
+
     def is_celebrity(self, follower_count: int | None) -> bool:
         return self.hybrid and (follower_count or 0) >= self.hybrid_threshold
 
@@ -38,6 +48,7 @@ class NetworkSettings:
     def from_env(cls) -> NetworkSettings:
         return cls(
             hybrid_threshold=int(env("CHRONICLE_NETWORK_HYBRID_THRESHOLD", "10000")),
+            hybrid_hysteresis=float(env("CHRONICLE_NETWORK_HYBRID_HYSTERESIS", "0.1")),
             cache_cap=int(env("CHRONICLE_NETWORK_CACHE_CAP", "800")),
             cache_ttl=int(env("CHRONICLE_NETWORK_CACHE_TTL", str(7 * 24 * 3600))),
             fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),

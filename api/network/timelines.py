@@ -1,18 +1,23 @@
-"""Home timelines (Q4, Q5): home_timeline_by_account, the caches fed by fan-out on write, and
-home_cache_state, which says whether a cache is built and from which post time on it is complete.
+"""Home timelines (Q4, Q5): home_timeline_buckets (the caches fed by fan-out), home_cache_state (whether a
+cache is built, from when, and from which post time on it is complete) and home_excluded_authors (authors an
+account unfollowed, whose cached rows it must skip).
 
-Which posts belong in a cache, and when to rebuild it, is decided in api/network/actions.py; this module
-reads and writes the two tables.
+Layout: a fan-out row goes into the bucket of the hour it is written (a post is never dated in the future, so
+a bucket holds posts no newer than its hour's end); a build writes its rows into a bucket of its own, keyed by
+the negative build second. A reader reads the build bucket and the hour buckets from the build's hour to now,
+newest first, and stops once older buckets cannot hold anything newer than what it has. Nothing is deleted:
+rows expire (TTL), a rebuild writes a new build bucket, unfollowed authors and deleted posts are skipped on read.
+Which posts belong in a cache, and when to rebuild it, is decided in api/network/actions.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cassandra.cluster import ResponseFuture
+from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
 from api.db import Database, Params, Statement
@@ -20,56 +25,65 @@ from api.network.common import to_utc
 from api.network.settings import NetworkSettings
 from api.network.values import Post
 
-TABLES = frozenset({"home_timeline_by_account", "home_cache_state"})
+TABLES = frozenset({"home_timeline_buckets", "home_cache_state", "home_excluded_authors"})
+FUTURE_SLACK = timedelta(minutes=5)  # how far in the future a post may be dated (see actions.create_post)
+STATE_TTL = 24 * 3600  # a cache is rebuilt at least daily: a read walks at most 25 hour buckets
 
-PUT_CACHE = Statement(
-    "INSERT INTO home_timeline_by_account (network, account_id, posted_at, post_id, author_id, author_username, "
-    "content, language, like_count, share_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?")
-SET_CACHE_LIKES = Statement(
-    "UPDATE home_timeline_by_account USING TTL ? SET like_count = ? WHERE network = ? AND account_id = ? "
-    "AND posted_at = ? AND post_id = ?")
-DELETE_CACHE_ROW = Statement(
-    "DELETE FROM home_timeline_by_account WHERE network = ? AND account_id = ? AND posted_at = ? AND post_id = ?")
-DELETE_CACHE = Statement("DELETE FROM home_timeline_by_account WHERE network = ? AND account_id = ?")
-READ_CACHE = Statement(
-    "SELECT posted_at, post_id, author_id, author_username, content, language, like_count, share_count "
-    "FROM home_timeline_by_account WHERE network = ? AND account_id = ? LIMIT ?")
+PUT_ROW = Statement(
+    "INSERT INTO home_timeline_buckets (network, account_id, bucket, posted_at, post_id, author_id, "
+    "author_username, original_author, content, language, share_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "USING TTL ?")
+READ_BUCKET = Statement(
+    "SELECT posted_at, post_id, author_id, author_username, original_author, content, language, share_count "
+    "FROM home_timeline_buckets WHERE network = ? AND account_id = ? AND bucket = ? LIMIT ?")
 GET_STATE = Statement(
-    "SELECT built_at, cutoff, complete, threshold, cap FROM home_cache_state WHERE network = ? AND account_id = ?")
+    "SELECT built_at, cutoff, complete FROM home_cache_state WHERE network = ? AND account_id = ?")
+GET_STATE_FRESH = Statement(
+    "SELECT built_at, cutoff, complete FROM home_cache_state WHERE network = ? AND account_id = ?",
+    name="SELECT home_cache_state (fresh)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 PUT_STATE = Statement(
-    "INSERT INTO home_cache_state (network, account_id, built_at, cutoff, complete, threshold, cap) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?")
+    "INSERT INTO home_cache_state (network, account_id, built_at, cutoff, complete) VALUES (?, ?, ?, ?, ?) "
+    "USING TTL ?")
 DELETE_STATE = Statement("DELETE FROM home_cache_state WHERE network = ? AND account_id = ?")
+EXCLUDE_AUTHOR = Statement(
+    "INSERT INTO home_excluded_authors (network, account_id, author_id, excluded) VALUES (?, ?, ?, ?)")
+EXCLUDED_AUTHORS = Statement(
+    "SELECT author_id, excluded FROM home_excluded_authors WHERE network = ? AND account_id = ?")
 
 
 @dataclasses.dataclass(frozen=True)
 class CacheState:
     """A built cache holds every post newer than or as new as `cutoff` (every post when `complete`) of the
-    accounts its owner follows, for the hybrid `threshold` and `cap` in force when it was built."""
+    non-celebrity accounts its owner follows, in the build bucket and the hour buckets since `built_at`."""
 
     built_at: datetime
     cutoff: datetime | None
     complete: bool
-    threshold: int
-    cap: int
 
     @classmethod
     def from_row(cls, row: Any) -> CacheState:
-        return cls(to_utc(row.built_at), to_utc(row.cutoff) if row.cutoff is not None else None,
-                   bool(row.complete), row.threshold or 0, row.cap)
+        return cls(to_utc(row.built_at), to_utc(row.cutoff) if row.cutoff is not None else None, bool(row.complete))
 
     def valid_from(self) -> datetime | None:
         """The oldest post time the cache is sure to hold; None when it holds everything."""
         return None if self.complete else self.cutoff
+
+    @property
+    def build_bucket(self) -> int:
+        return -int(self.built_at.timestamp())
+
+
+def hour_bucket(at: datetime) -> int:
+    return int(at.timestamp()) // 3600
 
 
 def _u(value: Any) -> Any:
     return UNSET_VALUE if value is None else value
 
 
-def _cache_params(network: str, owner: int, post: Post, ttl: int) -> tuple:
-    return (network, owner, post.posted_at, post.post_id, post.author_id, _u(post.author_username),
-            _u(post.content), _u(post.language), post.like_count, post.share_count, ttl)
+def _row(network: str, owner: int, bucket: int, post: Post, ttl: int) -> tuple[Statement, Params]:
+    return PUT_ROW, (network, owner, bucket, post.posted_at, post.post_id, post.author_id, _u(post.author_username),
+                     _u(post.original_author), _u(post.content), _u(post.language), post.share_count, ttl)
 
 
 def _fan(db: Database, ns: NetworkSettings, writes: Iterable[tuple[Statement, Params]]) -> int:
@@ -79,43 +93,21 @@ def _fan(db: Database, ns: NetworkSettings, writes: Iterable[tuple[Statement, Pa
     return db.execute_many(writes, concurrency=max(1, ns.fanout_concurrency // 4), batch_size=ns.fanout_batch)
 
 
-def add_to_caches(db: Database, ns: NetworkSettings, network: str, post: Post, owners: list[int]) -> int:
-    """Q5 fan-out: write the post into the cache of every owner; returns the caches written."""
-    return _fan(db, ns, ((PUT_CACHE, _cache_params(network, o, post, ns.cache_ttl)) for o in owners))
+def add_to_caches(db: Database, ns: NetworkSettings, network: str, posts: list[Post], owners: Iterable[int]) -> int:
+    """Q5 fan-out: write posts into the current hour bucket of every owner's cache; returns the rows written."""
+    bucket = hour_bucket(datetime.now(UTC))
+    return _fan(db, ns, (_row(network, o, bucket, p, ns.cache_ttl) for o in owners for p in posts))
 
 
-def remove_from_caches(db: Database, ns: NetworkSettings, network: str, post: Post, owners: list[int]) -> int:
-    return _fan(db, ns, ((DELETE_CACHE_ROW, (network, o, post.posted_at, post.post_id)) for o in owners))
-
-
-def set_cached_likes(db: Database, ns: NetworkSettings, network: str, post: Post, count: int,
-                     owners: list[int]) -> int:
-    """Carry a new like count into the owners' caches (a cache not holding the post gets a row without an
-    author, which reads ignore)."""
-    return _fan(db, ns, ((SET_CACHE_LIKES, (ns.cache_ttl, count, network, o, post.posted_at, post.post_id))
-                         for o in owners))
-
-
-def add_posts(db: Database, ns: NetworkSettings, network: str, account_id: int, posts: list[Post]) -> int:
-    """Put posts into one account's cache (after a follow)."""
-    return db.execute_many(((PUT_CACHE, _cache_params(network, account_id, p, ns.cache_ttl)) for p in posts),
-                           concurrency=ns.fanout_concurrency)
-
-
-def replace_cache(db: Database, ns: NetworkSettings, network: str, account_id: int, posts: list[Post],
-                  complete: bool) -> CacheState:
-    """Replace one account's cache with `posts` (its newest, newest first) and record its state; returns the
-    state written, so the caller need not read it back."""
-    cutoff = None if complete or not posts else posts[-1].posted_at
-    db.execute(DELETE_CACHE, (network, account_id))
-    _fan(db, ns, ((PUT_CACHE, _cache_params(network, account_id, p, ns.cache_ttl)) for p in posts))
-    now = datetime.now(UTC)
-    threshold = ns.hybrid_threshold if ns.hybrid else 0
-    state = CacheState(now.replace(microsecond=now.microsecond // 1000 * 1000), cutoff, complete, threshold,
-                       ns.cache_cap)
-    # The state expires a little before the rows it describes: a cache is never read with rows missing.
-    db.execute(PUT_STATE, (network, account_id, state.built_at, _u(cutoff), complete, threshold, ns.cache_cap,
-                           max(60, ns.cache_ttl - 300)))
+def write_build(db: Database, ns: NetworkSettings, network: str, account_id: int, posts: list[Post],
+                complete: bool) -> CacheState:
+    """Write a new build of one account's cache (its newest posts, newest first) and record its state; returns
+    the state written, so the caller need not read it back."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    state = CacheState(now, None if complete or not posts else posts[-1].posted_at, complete)
+    _fan(db, ns, (_row(network, account_id, state.build_bucket, p, ns.cache_ttl) for p in posts))
+    db.execute(PUT_STATE, (network, account_id, state.built_at, _u(state.cutoff), complete,
+                           min(STATE_TTL, max(60, ns.cache_ttl - 300))))
     return state
 
 
@@ -124,25 +116,50 @@ def drop_state(db: Database, network: str, account_id: int) -> None:
     db.execute(DELETE_STATE, (network, account_id))
 
 
-def get_state(db: Database, network: str, account_id: int) -> CacheState | None:
-    return state_from(start_state(db, network, account_id))
-
-
-def start_state(db: Database, network: str, account_id: int) -> ResponseFuture:
+def start_state(db: Database, network: str, account_id: int):
     return db.execute_async(GET_STATE, (network, account_id))
 
 
-def state_from(future: ResponseFuture) -> CacheState | None:
+def state_from(future) -> CacheState | None:
     row = future.result().one()
     return CacheState.from_row(row) if row is not None else None
 
 
-def start_read(db: Database, network: str, account_id: int, limit: int) -> ResponseFuture:
-    """Send the read of the newest `limit` cache rows; `rows_from` turns them into posts."""
-    return db.execute_async(READ_CACHE, (network, account_id, limit))
+def get_state(db: Database, network: str, account_id: int, *, fresh: bool = False) -> CacheState | None:
+    row = db.execute(GET_STATE_FRESH if fresh else GET_STATE, (network, account_id)).one()
+    return CacheState.from_row(row) if row is not None else None
 
 
-def rows_from(future: ResponseFuture) -> list[Post | None]:
-    """Cached posts, newest first; None for a row without an author (a like update that reached a cache not
-    holding the post)."""
-    return [Post.from_row(r) if r.author_id is not None else None for r in future.result()]
+def set_excluded(db: Database, network: str, account_id: int, author_id: int, excluded: bool) -> None:
+    db.execute(EXCLUDE_AUTHOR, (network, account_id, author_id, excluded))
+
+
+def start_excluded(db: Database, network: str, account_id: int):
+    return db.execute_async(EXCLUDED_AUTHORS, (network, account_id))
+
+
+def excluded_from(future) -> set[int]:
+    return {r.author_id for r in future.result() if r.excluded}
+
+
+def read(db: Database, network: str, account_id: int, state: CacheState, limit: int,
+         enough: Callable[[list[Post], datetime | None], bool]) -> list[Post]:
+    """Cached rows, newest buckets first, `limit` per bucket: the build bucket and the hour buckets since the
+    build, in rounds of growing size, until `enough(rows, newest_unread)` (newest_unread: the newest post time
+    an unread bucket may hold; None when every bucket has been read)."""
+    hours = list(range(hour_bucket(datetime.now(UTC)), hour_bucket(state.built_at) - 1, -1))
+    futures = [db.execute_async(READ_BUCKET, (network, account_id, state.build_bucket, limit))]
+    rows: list[Post] = []
+    i, step = 0, 3
+    while True:
+        chunk = hours[i:i + step]
+        i += len(chunk)
+        futures += [db.execute_async(READ_BUCKET, (network, account_id, h, limit)) for h in chunk]
+        for f in futures:
+            rows.extend(Post.from_row(r) for r in f.result())
+        futures = []
+        newest_unread = (datetime.fromtimestamp((hours[i] + 1) * 3600, UTC) + FUTURE_SLACK
+                         if i < len(hours) else None)
+        if newest_unread is None or enough(rows, newest_unread):
+            return rows
+        step *= 3

@@ -18,9 +18,11 @@ class Account:
     follows_count: int = 0
 
     @classmethod
-    def from_row(cls, row: Any) -> Account:
-        """A network_accounts row (absent counts read as 0)."""
-        return cls(row.account_id, row.username, row.follower_count or 0, row.follows_count or 0)
+    def from_row(cls, row: Any, counts: Any = None) -> Account:
+        """A network_accounts row and its network_account_counts row (absent counts read as 0)."""
+        if counts is None:
+            return cls(row.account_id, row.username)
+        return cls(row.account_id, row.username, counts.followers or 0, counts.follows or 0)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,6 +1,8 @@
 """Independent brute-force model of a network, in plain Python, straight from the input files.
 
-Relations come from the raw edges file (`user follower` lines), not from the cleaned relation rows; posts and
+Relations come from the raw edges file, not from the cleaned relation rows: a line "A B" means A follows B
+(SNAP's documented reading, `follower-followee`, the default) or B follows A (`followee-follower`, seed 004's
+reading), as the cleaning was told; posts and
 likes from the cleaned posts.csv / likes.csv (ids and owners are the cleaning's output), usernames from
 accounts.csv. Every query is answered by looking at everything: no index, no cache, no cap tricks.
 """
@@ -8,19 +10,15 @@ accounts.csv. Every query is answered by looking at everything: no index, no cac
 from __future__ import annotations
 
 import csv
-import re
 from datetime import datetime
 from pathlib import Path
 
-_WORD = re.compile(r"[^\W_]+")
-
-
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.casefold()))
+from api.network.tokens import index_terms
 
 
 class Reference:
-    def __init__(self, raw_edges: Path, clean_dir: Path) -> None:
+    def __init__(self, raw_edges: Path, clean_dir: Path, edge_order: str = "follower-followee") -> None:
+        assert edge_order in ("follower-followee", "followee-follower"), edge_order
         self.usernames: dict[int, str] = {}
         with (clean_dir / "accounts.csv").open(newline="") as f:
             for row in csv.DictReader(f):
@@ -29,7 +27,8 @@ class Reference:
         for line in raw_edges.read_text().splitlines():
             parts = line.split()
             if len(parts) == 2 and parts[0] != parts[1]:
-                self.edges.add((int(parts[1]), int(parts[0])))
+                a, b = int(parts[0]), int(parts[1])
+                self.edges.add((a, b) if edge_order == "follower-followee" else (b, a))
         self.posts: dict[int, dict] = {}
         with (clean_dir / "posts.csv").open(newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
@@ -85,8 +84,10 @@ class Reference:
 
     def q6(self, query: list[str], n: int = 25) -> list[int]:
         wanted = set(query)
-        hits = [p for p in self.posts.values() if wanted <= words(p["content"])]
-        hits.sort(key=lambda p: (-self.like_count(p["post_id"]), -p["post_id"]))
+        # Terms as the tokeniser defines them (its rules are checked one by one in test_tokens.py).
+        hits = [p for p in self.posts.values() if wanted <= index_terms(p["content"])]
+        # Most-liked first, then the newest (time, then id).
+        hits.sort(key=lambda p: (-self.like_count(p["post_id"]), -p["posted_at"].timestamp(), -p["post_id"]))
         return [p["post_id"] for p in hits[:n]]
 
     # -- mutations -------------------------------------------------------------------------------------------

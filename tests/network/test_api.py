@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from api.db import get_db
+from api.network import accounts, actions
 from api.network.settings import NetworkSettings, set_network_settings
 from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
 from tests.network.helpers import ADMIN, CAP
 
 
-def hybrid(on: bool, ref) -> int:
-    """Hybrid threshold: the follower count of the 5th most-followed account (so the top ~5 are merged)."""
-    threshold = ref.q2(5)[-1][1] if on else 0
+def hybrid(on: bool, net) -> int:
+    """Hybrid threshold: the follower count of the 5th most-followed account (so the top ~5 are merged), set and
+    applied to the network (the job an operator runs after changing the setting)."""
+    threshold = net.ref.q2(5)[-1][1] if on else 0
     set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    actions.apply_threshold(get_db(), net.name)
     return threshold
 
 
@@ -21,17 +25,18 @@ def check_all(client, net, extra=()) -> None:
     ref = net.ref
     accounts = sample_accounts(ref, tuple(extra))
     for on in (False, True, False):
-        hybrid(on, ref)
+        hybrid(on, net)
         check_home(client, net.name, ref, accounts)
     check_search(client, net.name, ref)
 
 
 def _pick(ref):
-    """A celebrity C (top-1), a normal author A (rank ~30) with followers, a user U not following A who follows
-    an author B with posts, and a post P of a top-10 author."""
+    """A celebrity C (top-1), a normal author A (rank 10 or below: posts sit on their authors' accounts, the
+    top ones) with followers, a user U not following A who follows an author B with posts, and a post P of a
+    top-10 author."""
     ranked = [a for a, _ in ref.q2(100)]
     celeb = ranked[0]
-    author = next(a for a in ranked[25:] if ref.followers(a) and ref.q1(a))
+    author = next(a for a in ranked[10:] if ref.followers(a) and ref.q1(a))
     user = next(u for u in sorted(ref.usernames) if author not in ref.follows(u) and u != author
                 and any(ref.q1(b) and b != celeb for b in ref.follows(u)) and len(ref.follows(u)) >= 3)
     unfollowed = next(b for b in sorted(ref.follows(user)) if ref.q1(b) and b != celeb)
@@ -55,7 +60,7 @@ def test_errors_and_openapi(net, client):
     assert client.post(f"/networks/{n}/posts", json={"author_id": some}, headers=ADMIN).status_code == 422
     assert client.get(f"/networks/{n}/search?q=").status_code == 422
     assert client.get(f"/networks/{n}/search", query_string={"q": "x" * 201}).status_code == 422
-    assert client.get(f"/networks/{n}/search?q=...").json == {"words": [], "posts": []}
+    assert client.get(f"/networks/{n}/search?q=...").json == {"words": [], "posts": [], "exact": True}
     assert client.get(f"/networks/{n}/accounts/{some}/home?order=random").status_code == 422
     assert client.get(f"/networks/{n}/accounts/{some}/posts?cursor=forged.cursor").status_code == 400
     assert client.get("/networks/other-net/rankings/top-accounts").status_code == 404
@@ -80,7 +85,7 @@ def test_posts_fan_out_and_hybrid_merge(fresh_net, client):
     net = fresh_net
     ref = net.ref
     celeb, author, user, unfollowed = _pick(ref)
-    threshold = hybrid(True, ref)
+    threshold = hybrid(True, net)
     assert len(ref.followers(celeb)) >= threshold > len(ref.followers(author))
     # Build caches first, so fan-out (not a first-read build) has to carry the new posts.
     check_home(client, net.name, ref, sorted(ref.followers(author))[:5] + sorted(ref.followers(celeb))[:5])
@@ -98,7 +103,7 @@ def test_follow_and_unfollow(fresh_net, client):
     net = fresh_net
     ref = net.ref
     celeb, author, user, unfollowed = _pick(ref)
-    hybrid(False, ref)
+    hybrid(False, net)
     check_home(client, net.name, ref, [user])  # the cache exists before the follow
     r = client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN)
     assert r.status_code == 200 and r.json["changed"] is True
@@ -115,7 +120,7 @@ def test_follow_and_unfollow(fresh_net, client):
     assert client.delete(f"/networks/{net.name}/accounts/{user}/follows/{unfollowed}", headers=ADMIN
                          ).json["changed"] is False
     # Follow a celebrity with hybrid on: merged at read time.
-    hybrid(True, ref)
+    hybrid(True, net)
     if celeb not in ref.follows(user):
         assert client.put(f"/networks/{net.name}/accounts/{user}/follows/{celeb}", headers=ADMIN).status_code == 200
         ref.follow(user, celeb)
@@ -128,7 +133,7 @@ def test_likes_and_unlikes(fresh_net, client):
     net = fresh_net
     ref = net.ref
     celeb, author, _user, _unfollowed = _pick(ref)
-    hybrid(False, ref)
+    hybrid(False, net)
     check_home(client, net.name, ref, sorted(ref.followers(author))[:6])
     target = ref.q1(author)[-1]  # an old post: likes must reach caches holding it, and only those
     fans = [u for u in sorted(ref.usernames) if (target, u) not in ref.likes][:30]
@@ -144,7 +149,7 @@ def test_likes_and_unlikes(fresh_net, client):
     ref.unlike(*existing)
     assert r.status_code == 200 and r.json["like_count"] == ref.like_count(existing[0])
     celeb_post = ref.q1(celeb)[3]
-    hybrid(True, ref)
+    hybrid(True, net)
     for u in fans[:10]:
         assert client.put(f"/networks/{net.name}/posts/{celeb_post}/likes/{u}", headers=ADMIN).status_code == 200
         ref.like(celeb_post, u)
@@ -155,7 +160,7 @@ def test_delete_posts(fresh_net, client):
     net = fresh_net
     ref = net.ref
     celeb, author, _user, _unfollowed = _pick(ref)
-    hybrid(False, ref)
+    hybrid(False, net)
     readers = sorted(ref.followers(author))[:6]
     check_home(client, net.name, ref, readers)
     new_post = _post(client, net, author, "A post deleted soon after")["post"]["post_id"]
@@ -216,7 +221,9 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     ranked = [a for a, _ in ref.q2(100)]
     faller = next(a for a in ranked[10:] if ref.q1(a) and len(ref.followers(a)) >= 3)
     threshold = len(ref.followers(faller))
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
+    actions.apply_threshold(get_db(), net.name)
+    assert accounts.is_celebrity(get_db(), net.name, faller)
     readers = sorted(ref.followers(faller))
     check_home(client, net.name, ref, readers)  # caches built while `faller` is merged at read time
     leaver = readers[0]
@@ -224,6 +231,7 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
                          ).json["changed"] is True
     ref.unfollow(leaver, faller)
     assert len(ref.followers(faller)) == threshold - 1
+    assert not accounts.is_celebrity(get_db(), net.name, faller)  # demoted: fanned out again
     check_home(client, net.name, ref, readers)
     # Rising: an author just below the threshold gains one follower.
     riser = next(a for a in ranked if len(ref.followers(a)) == threshold - 1 and a != faller and ref.q1(a))
@@ -232,7 +240,25 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     newcomer = next(u for u in sorted(ref.usernames) if u != riser and riser not in ref.follows(u))
     assert client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN).status_code == 200
     ref.follow(newcomer, riser)
+    assert accounts.is_celebrity(get_db(), net.name, riser)  # promoted: merged at read time
     check_home(client, net.name, ref, its_readers + [newcomer])
+
+
+def test_hysteresis_keeps_a_celebrity_just_below_the_threshold(fresh_net, client):
+    """With hysteresis h, a celebrity is fanned out again only below threshold x (1 - h): one lost follower
+    does not flip it, and Q4 stays exact meanwhile."""
+    net = fresh_net
+    ref = net.ref
+    celeb = ref.q2(1)[0][0]
+    threshold = len(ref.followers(celeb))
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.5, cache_cap=CAP))
+    actions.apply_threshold(get_db(), net.name)
+    leaver = sorted(ref.followers(celeb))[0]
+    assert client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{celeb}", headers=ADMIN
+                         ).json["followee"]["follower_count"] == threshold - 1
+    ref.unfollow(leaver, celeb)
+    assert accounts.is_celebrity(get_db(), net.name, celeb)
+    check_home(client, net.name, ref, sorted(ref.followers(celeb))[:6] + [leaver])
 
 
 def test_rebuild_endpoint_and_relation_lists(fresh_net, client):

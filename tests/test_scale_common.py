@@ -1,0 +1,245 @@
+"""The scale suite's harness (bench/scale_common.py) against the real local node: scratch keyspaces, partition
+figures from nodetool and sstablepartitions, tombstone warnings from the node's log, latency measurement and
+result files."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from cassandra.concurrent import execute_concurrent_with_args
+
+from api.db import Database, get_db, set_db
+from api.migrations import CQL_DIR
+from api.node.config import NodeSpec
+from bench.scale_common import (
+    drop_scratch_keyspace,
+    largest_partitions,
+    log_offset,
+    measure,
+    scratch_keyspace,
+    scratch_settings,
+    tombstone_warnings,
+    write_result,
+)
+
+ROWS = 5_000
+VALUE = 100  # characters in each of the two text columns of a wide row
+
+
+@pytest.fixture(scope="module")
+def scratch(cassandra_node: NodeSpec):
+    with scratch_keyspace("harnesstest", node=cassandra_node, request_timeout=30.0) as db:
+        yield db
+
+
+def _table(db: Database, name: str, columns: str) -> None:
+    db.execute_raw(f"CREATE TABLE IF NOT EXISTS {db.keyspace}.{name} ({columns}) "
+                   "WITH comment = 'Q: harness test rows'", timeout=60)
+
+
+def _write_partition(db: Database, table: str, key: int, rows: int, values: bool = True) -> None:
+    if values:
+        insert = db.session.prepare(f"INSERT INTO {db.keyspace}.{table} (k, c, a, b) VALUES (?, ?, ?, ?)")
+        params = [(key, c, "a" * VALUE, "b" * VALUE) for c in range(rows)]
+    else:
+        insert = db.session.prepare(f"INSERT INTO {db.keyspace}.{table} (k, c) VALUES (?, ?)")
+        params = [(key, c) for c in range(rows)]
+    assert all(ok for ok, _ in execute_concurrent_with_args(db.session, insert, params, concurrency=64))
+
+
+def _delete_rows(db: Database, table: str, key: int, rows: range) -> None:
+    delete = db.session.prepare(f"DELETE FROM {db.keyspace}.{table} WHERE k = ? AND c = ?")
+    assert all(ok for ok, _ in execute_concurrent_with_args(db.session, delete, [(key, c) for c in rows],
+                                                            concurrency=64))
+
+
+# ------------------------------------------------------------------------------------------------ keyspaces
+
+
+def test_scratch_keyspace_is_migrated_then_dropped(cassandra_node):
+    with scratch_keyspace("harnessks", node=cassandra_node) as db:
+        keyspace = db.keyspace
+        assert re.fullmatch(r"harnessks_\d{8}t\d{6}_[0-9a-f]{6}", keyspace)
+        applied = {row.name for row in db.execute_raw(
+            f"SELECT name, status FROM {keyspace}.schema_migrations") if row.status == "applied"}
+        assert applied == {p.name for p in CQL_DIR.glob("*.cql")}
+        assert "posts_by_id" in db.cluster.metadata.keyspaces[keyspace].tables
+    admin = Database(scratch_settings(keyspace, node=cassandra_node), keyspace="")
+    try:
+        admin.cluster.refresh_schema_metadata()
+        assert keyspace not in admin.cluster.metadata.keyspaces
+    finally:
+        admin.close()
+
+
+def test_only_scratch_keyspaces_are_dropped(cassandra_node):
+    with pytest.raises(ValueError, match="not a scratch keyspace"):
+        drop_scratch_keyspace(Database(scratch_settings("chronicle", node=cassandra_node)))
+
+
+# ------------------------------------------------------------------------------------------------ partitions
+
+
+def test_largest_partitions_reports_rows_bytes_and_cells(scratch, cassandra_node):
+    _table(scratch, "wide", "k int, c int, a text, b text, PRIMARY KEY (k, c)")
+    _table(scratch, "keys_only", "k int, c int, PRIMARY KEY (k, c)")
+    _table(scratch, "empty", "k int PRIMARY KEY, v int")
+    _write_partition(scratch, "wide", 1, ROWS)
+    _write_partition(scratch, "keys_only", 1, ROWS, values=False)
+    for key in range(2, 52):  # 50 one-row partitions beside the big one
+        _write_partition(scratch, "wide", key, 1)
+
+    found = largest_partitions(cassandra_node, scratch.keyspace, ["wide", "keys_only", "empty"])
+
+    wide = found["wide"]
+    assert wide["max_rows"] == ROWS
+    assert wide["largest"][0]["key"] == "1" and wide["largest"][0]["rows"] == ROWS
+    assert wide["max_tombstones"] == 0
+    assert len(wide["largest"]) == 1  # the one-row partitions are under the listing threshold
+    # Two text cells a row; nodetool's figures are histogram bucket bounds (at most ~20% above the truth).
+    assert 2 * ROWS <= wide["max_cells"] <= 2 * ROWS * 1.2
+    payload = ROWS * 2 * VALUE
+    assert payload <= wide["largest"][0]["bytes"] <= payload * 1.3
+    assert wide["largest"][0]["bytes"] <= wide["max_partition_bytes"] <= payload * 1.3 * 1.2
+    assert 45 <= wide["partitions"] <= 60 and wide["sstables"] >= 1
+    # A table whose columns are all key columns: rows but no cells, so cell counts are not row counts.
+    keys_only = found["keys_only"]
+    assert keys_only["max_rows"] == ROWS
+    assert keys_only["max_cells"] <= 1
+    assert found["empty"] == {"max_partition_bytes": 0, "max_cells": 0, "partitions": 0, "sstables": 0,
+                              "max_rows": 0, "max_tombstones": 0, "largest": []}
+
+
+def test_tombstones_are_found_in_partitions_and_in_the_node_log(scratch, cassandra_node):
+    _table(scratch, "graveyard", "k int, c int, a text, b text, PRIMARY KEY (k, c)")
+    _write_partition(scratch, "graveyard", 7, ROWS)
+    _write_partition(scratch, "graveyard", 8, 10)
+    largest_partitions(cassandra_node, scratch.keyspace, ["graveyard"], scan=False)  # flush: the rows on disk
+    offset = log_offset(cassandra_node)
+    _delete_rows(scratch, "graveyard", 7, range(2_000))
+    select = f"SELECT c FROM {scratch.keyspace}.graveyard WHERE k = %s"
+    assert len(list(scratch.execute_raw(select, (8,)))) == 10  # no tombstones here: no warning
+    assert tombstone_warnings(cassandra_node, offset) == []
+
+    assert len(list(scratch.execute_raw(select, (7,)))) == ROWS - 2_000
+    deadline = time.monotonic() + 10
+    while not (warnings := tombstone_warnings(cassandra_node, offset)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ours = [w for w in warnings if f"{scratch.keyspace}.graveyard" in w]
+    assert len(ours) == 1, warnings
+    assert ours[0].startswith("WARN") and "2000 tombstone" in ours[0] and f"{ROWS - 2_000} live rows" in ours[0]
+    assert tombstone_warnings(cassandra_node, log_offset(cassandra_node)) == []
+
+    # On disk: the rows (first SSTable) and their deletions (second) summed for the partition ...
+    split = largest_partitions(cassandra_node, scratch.keyspace, ["graveyard"])["graveyard"]
+    assert split["largest"][0] | {"bytes": 0} == {"key": "7", "rows": ROWS + 2_000, "cells": 2 * ROWS,
+                                                  "tombstones": 2_000, "bytes": 0, "sstables": 2}
+    # ... and exact once a compaction has merged them (deleted rows stay as tombstones until gc_grace).
+    merged = largest_partitions(cassandra_node, scratch.keyspace, ["graveyard"], compact=True)["graveyard"]
+    assert merged["sstables"] == 1
+    assert merged["largest"][0] | {"bytes": 0} == {"key": "7", "rows": ROWS, "cells": 2 * (ROWS - 2_000),
+                                                   "tombstones": 2_000, "bytes": 0, "sstables": 1}
+    assert merged["max_rows"] == ROWS and merged["max_tombstones"] == 2_000
+
+
+def test_tombstone_warnings_follow_the_log_across_a_roll_over(tmp_path):
+    node = NodeSpec(name="n", address="127.0.0.1", native_port=1, storage_port=2, jmx_port=3, home=tmp_path,
+                    cluster_name="c", seeds=("127.0.0.1",), initial_token=0)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    before = "INFO  [main] 2026-01-01 00:00:00,000 X.java:1 - Read 1 live rows and 5000 tombstone cells (old)\n"
+    node.log_file.write_text(before)
+    offset = log_offset(node)
+    assert offset == len(before)
+    warn = ("WARN  [ReadStage-1] 2026-01-01 00:00:01,000 ReadCommand.java:644 - Read 3 live rows and 1500 "
+            "tombstone cells for query SELECT * FROM ks.t WHERE k = 1 (see tombstone_warn_threshold)\n")
+    error = ("ERROR [ReadStage-2] 2026-01-01 00:00:02,000 ReadCommand.java:700 - Scanned over 100001 tombstones "
+             "during query SELECT * FROM ks.t WHERE k = 2; query aborted\n"
+             "org.apache.cassandra.db.filter.TombstoneOverwhelmingException: null\n\tat a.b.C(C.java:1)\n")
+    other = "WARN  [main] 2026-01-01 00:00:03,000 X.java:1 - Some unrelated warning\n"
+    # The file rolls over after the offset, as logback does it: the full file (with `warn`) is renamed, a new
+    # one started, the renamed one compressed into an archive and removed.
+    with node.log_file.open("a") as log:
+        log.write(warn)
+    node.log_file.rename(logs / "system.log.tmp")
+    node.log_file.write_text(error + other + "WARN  [x] partial line about a tombstone")
+    with zipfile.ZipFile(logs / "system.log.2026-01-01.0.zip", "w") as archive:
+        archive.write(logs / "system.log.tmp", "system.log.2026-01-01.0")
+    (logs / "system.log.tmp").unlink()
+    assert log_offset(node) > offset  # the new file is already longer than the old position
+    assert tombstone_warnings(node, offset) == [warn.strip(), error.splitlines()[0]]
+    # A plain int offset (no inode) still works while the file has not rolled over.
+    assert tombstone_warnings(node, 0) == [error.splitlines()[0]]
+
+
+# ------------------------------------------------------------------------------------------------ measure
+
+
+def test_measure_times_every_call_in_threads_and_processes():
+    for mode in ("threads", "processes"):
+        one = measure(lambda: time.sleep(0.005), seconds=1.0, concurrency=1, mode=mode, warmup=0.1)
+        four = measure(lambda: time.sleep(0.005), seconds=1.0, concurrency=4, mode=mode, warmup=0.1)
+        assert 5.0 <= one["p50_ms"] <= 30.0 and one["p99_ms"] >= one["p50_ms"], one
+        assert 30 <= one["requests"] <= 200 and one["errors"] == 0, one
+        assert abs(one["rate"] - one["requests"]) <= 0.1 * one["requests"], one  # a one-second window
+        # Four sleepers overlap: about four times the calls of one.
+        assert four["requests"] >= 2.5 * one["requests"], (one, four)
+        assert (four["concurrency"], four["mode"]) == (4, mode)
+
+
+def test_measure_counts_failures():
+    calls = []
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) % 2:
+            raise RuntimeError("odd call")
+
+    result = measure(flaky, seconds=0.3, concurrency=1, warmup=0)
+    assert result["requests"] == len(calls)
+    assert result["errors"] == (len(calls) + 1) // 2
+    assert result["first_error"] == "RuntimeError: odd call"
+
+
+def test_measured_processes_reach_the_installed_database(scratch):
+    """A forked worker gets a Database of its own with the installed one's keyspace (the parent's connections
+    do not survive a fork, and a database rebuilt from the environment would be another keyspace)."""
+    previous = get_db()
+    set_db(scratch)
+    try:
+        def read() -> None:
+            db = get_db()
+            if db.keyspace != scratch.keyspace:
+                raise AssertionError(f"wrong keyspace {db.keyspace}")
+            db.execute_raw(f"SELECT version FROM {scratch.keyspace}.schema_migrations LIMIT 1")
+
+        result = measure(read, seconds=1.0, concurrency=2, mode="processes", warmup=0.5)
+    finally:
+        set_db(previous)
+    assert result["errors"] == 0, result["first_error"]
+    assert result["requests"] >= 10
+
+
+# ------------------------------------------------------------------------------------------------ results
+
+
+def test_write_result_names_the_file_by_utc_time_and_prints_it(tmp_path, capsys):
+    from datetime import UTC, datetime
+
+    obj = {"name": "unit", "when": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "figures": {"p99_ms": 1.5}}
+    first = write_result("unit", obj, directory=tmp_path / "results")
+    second = write_result("unit", obj, directory=tmp_path / "results")
+    assert re.fullmatch(r"unit-\d{8}T\d{6}Z\.json", first.name)
+    assert second != first and second.name.startswith("unit-")
+    expected = {"name": "unit", "when": "2026-01-02T03:04:05+00:00", "figures": {"p99_ms": 1.5}}
+    assert json.loads(first.read_text()) == expected
+    printed = capsys.readouterr().out
+    assert json.loads(printed[: len(printed) // 2]) == expected
+    with pytest.raises(ValueError):
+        write_result("../escape", obj, directory=tmp_path)
+    assert sorted(Path(tmp_path / "results").iterdir()) == sorted([first, second])
