@@ -18,6 +18,7 @@ later (`--keep-keyspace` leaves the keyspace for nodetool) without changing how 
 
     python -m bench.scale_slack                      # full size: 200,000 files, 4 workspaces, 2 workers
     python -m bench.scale_slack --files 5000         # a quick run
+(run as a module from the repository root: it uses the loopback file host of tests/fakes/)
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from api.slack.timeutil import day_of, us_to_ts
 from tests.fakes.slack_file_host import FakeSlackFileHost
 
 ROOT = Path(__file__).resolve().parents[1]
-
 
 TOKEN = "xoxb-scale-bench"
 BASE_TS = 1_763_000_000 * 1_000_000  # 2025-11-13: the messages' times (the queue's due times are "now")

@@ -11,8 +11,8 @@ import pytest
 from api.config import Settings
 from api.db import Database, set_db
 from api.migrations import migrate
-from api.node.config import NodeSpec, local_node_spec
-from api.node.process import start_node
+from api.node.config import NodeSpec, cluster_specs, local_node_spec
+from api.node.process import destroy, start_cluster, start_node
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
 
 
@@ -70,3 +70,20 @@ def app(settings: Settings, db: Database):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def rf3_cluster() -> list[NodeSpec]:
+    """The 3-node cluster on 127.0.0.1-3:9142 (slow tests only): started once per run, whichever slow test asks
+    first, and destroyed at the end. A test that stops a node leaves it stopped; `cluster_up` restarts it."""
+    specs = cluster_specs(3)
+    start_cluster(specs)
+    yield specs
+    destroy(specs)
+
+
+@pytest.fixture
+def cluster_up(rf3_cluster: list[NodeSpec]) -> list[NodeSpec]:
+    """The cluster with every node running (an earlier test may have stopped one)."""
+    start_cluster(rf3_cluster)
+    return rf3_cluster

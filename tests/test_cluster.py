@@ -12,18 +12,15 @@ from cassandra.concurrent import execute_concurrent_with_args
 from api.config import Settings
 from api.db import Database
 from api.migrations import migrate
-from api.node.config import cluster_specs
-from api.node.process import destroy, start_cluster, stop_node
+from api.node.process import stop_node
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    specs = cluster_specs(3)
-    start_cluster(specs)
-    yield specs
-    destroy(specs)
+@pytest.fixture
+def cluster(cluster_up):
+    """The run's shared 3-node cluster (tests/conftest.py), every node up; this test stops one of them."""
+    return cluster_up
 
 
 def test_quorum_reads_every_row_with_one_node_down(cluster):

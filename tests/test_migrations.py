@@ -203,3 +203,27 @@ def test_cqlsh_shows_the_keyspace_and_table_comments(db, settings, cassandra_nod
     assert f"CREATE KEYSPACE {settings.keyspace}" in result.stdout
     assert f"CREATE TABLE {settings.keyspace}.schema_migrations" in result.stdout
     assert "comment = 'Q: which schema files are applied" in result.stdout
+
+
+def test_the_ledger_is_written_and_read_at_quorum(admin, tmp_path, monkeypatch):
+    """A runner must see what another runner recorded on any coordinator: every ledger statement is QUORUM."""
+    from cassandra import ConsistencyLevel
+
+    db, ks = admin
+    seen: list[tuple[str, int | None]] = []
+    original = db.execute_raw
+
+    def spy(cql, params=(), **kw):
+        seen.append((cql, kw.get("consistency")))
+        return original(cql, params, **kw)
+
+    monkeypatch.setattr(db, "execute_raw", spy)
+    directory = _write(tmp_path / "cql", {
+        "0001_keyspace.cql": KEYSPACE_FILE,
+        "0002_a.cql": "CREATE TABLE {{keyspace}}.a (k int PRIMARY KEY) WITH comment = 'Q: a';"})
+    migrate(db, ks, SIMPLE["replication"], directory=directory, log=lambda _m: None)
+    migrate(db, ks, SIMPLE["replication"], directory=directory, log=lambda _m: None)  # reads the ledger
+    ledger = [(cql.split()[0], level) for cql, level in seen
+              if "schema_migrations" in cql and not cql.lstrip().upper().startswith("CREATE")]
+    assert {verb for verb, _ in ledger} == {"INSERT", "SELECT"}
+    assert all(level == ConsistencyLevel.QUORUM for _, level in ledger), ledger

@@ -186,3 +186,15 @@ def test_reads_never_meet_a_tombstone(db, queue, quick):
         assert traced >= 8  # 300 keys spread over the 16 shards
     finally:
         workqueue.stop(db, queue, "w1")
+
+
+def test_lightweight_transactions_use_local_serial(db):
+    from cassandra import ConsistencyLevel
+
+    conditional = [workqueue.ACQUIRE, workqueue.RENEW, workqueue.RELEASE]
+    assert all(s.conditional for s in conditional)
+    assert not any(s.conditional for s in (workqueue.INSERT_ITEM, workqueue.SELECT_ITEMS, workqueue.HEARTBEAT))
+    for statement in conditional:
+        assert db.prepared(statement).serial_consistency_level == ConsistencyLevel.LOCAL_SERIAL
+    # Reads of other processes' writes (items, checkpoints) are LOCAL_QUORUM whatever the default read level.
+    assert db.prepared(workqueue.SELECT_ITEMS).consistency_level == ConsistencyLevel.LOCAL_QUORUM
