@@ -11,6 +11,8 @@
   apply-threshold  job: celebrity set for the hybrid threshold in force
   index-terms      job: rebuild Q6 top lists of common terms
   reconcile        job: re-count counters and repair drift
+  worker           run the queued jobs (celebrity promotion/demotion, like purges, term top lists)
+  drop             delete a whole network (to redo an import)
 
 Every command prints JSON on stdout (progress bars go to stderr). Exit codes: see api/cli/common.py.
 """
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -39,7 +43,7 @@ from api.cli.common import (
 from api.config import Settings
 from api.db import get_db
 from api.network import accounts, actions, cleaning, generator, loader, posts, rankings, search
-from api.network.common import parse_iso
+from api.network.common import parse_iso, valid_network_name
 from api.network.settings import network_settings
 from api.network.values import Account
 
@@ -455,3 +459,76 @@ def reconcile(network: str, account_ids: tuple[int, ...], post_ids: tuple[int, .
     with cassandra_errors():
         emit(actions.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
                                       dry_run=dry_run))
+
+
+@network.command("worker", context_settings=CONTEXT,
+                 short_help="Run queued network jobs (promotions, demotions, like purges, term top lists).")
+@click.option("--once", is_flag=True, help="run the jobs due now (and the jobs they queue), then exit")
+@click.option("--interval", default=1.0, show_default=True, help="seconds to sleep when nothing is due")
+@click.option("--batch-size", default=20, show_default=True, type=click.IntRange(1, 1000))
+def worker(once: bool, interval: float, batch_size: int) -> None:
+    """Requests queue the work that grows with an account's followers, a post's likes or a term's postings
+    (api/network/jobs.py): an account crossing the hybrid threshold is promoted (merged at read time) or
+    demoted (fanned out again), a deleted post's likes are removed, a grown term's top list is rebuilt. This
+    runs them, for every network. Safe to run several at once (each holds a share of the queue); on SIGTERM
+    the current job is finished and the queue handed back. Prints a JSON summary when it stops.
+
+    Exit codes: 0 done (--once) or stopped by a signal, 1 some jobs failed for good, 3 Cassandra unreachable.
+    """
+    import signal
+
+    from api.network.jobs import JobWorker, Stats
+
+    with cassandra_errors():
+        db = get_db()
+        db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
+        job_worker = JobWorker(db, actions.run_job, batch_size=batch_size)
+        click.echo(f"network job worker {job_worker.owner}: keyspace={db.keyspace}", err=True)
+        total = Stats()
+        stopping = {"flag": False}
+
+        def _stop(signum, _frame) -> None:
+            stopping["flag"] = True
+            click.echo(f"signal {signum}: finishing the current job, then stopping", err=True)
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+
+        def on_pass(stats: Stats) -> None:
+            total.add(stats)
+            if stats.total():
+                click.echo(f"done={stats.done} retried={stats.retried} failed={stats.failed}", err=True)
+
+        if once:
+            total = job_worker.drain()
+        else:
+            job_worker.run(interval=interval, stop=lambda: stopping["flag"], on_pass=on_pass)
+        emit(total.as_dict())
+    if total.failed:
+        sys.exit(EXIT_FAILED)
+
+
+@network.command("drop", context_settings=CONTEXT, short_help="Delete a whole network (to redo an import).")
+@click.argument("name")
+@click.option("--dry-run", is_flag=True, help="count the partitions that would be deleted, delete nothing")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+def drop(name: str, dry_run: bool, yes: bool) -> None:
+    """Delete every row of network NAME in every network table: accounts, relations, posts, likes, the term
+    index, home caches and rankings. Scans the partition keys of each table (all networks'), so it takes time
+    on a large keyspace; an interrupted drop is finished by running it again. Other networks are not touched.
+
+    Exit codes: 0 done, 2 usage error (bad name, not confirmed), 3 Cassandra unreachable.
+    """
+    if not valid_network_name(name):
+        fail(f"{name!r} is not a network name (1-64 letters, digits, '_' or '-')", EXIT_USAGE)
+    if not dry_run and not yes and not click.confirm(f"delete every row of network {name!r}?", err=True):
+        fail("not confirmed (use --yes in scripts)", EXIT_USAGE)
+    with cassandra_errors(), progress_bars() as bars:
+        advances: dict[str, Callable[[int], None]] = {}
+
+        def progress(table: str, n: int) -> None:
+            if table not in advances:
+                advances[table] = bars(table[:12], None)
+            advances[table](n)
+
+        emit(actions.drop_network(get_db(), name, dry_run=dry_run, progress=progress))

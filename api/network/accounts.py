@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from cassandra import ConsistencyLevel
 from cassandra.cluster import ResponseFuture
 
+from api import partitions
 from api.db import Database, Params, Statement
 from api.network.values import Account
 
@@ -141,3 +142,9 @@ def remove_celebrity(db: Database, network: str, account_id: int) -> None:
 
 def record_threshold(db: Database, network: str, threshold: int, since) -> None:
     db.execute(SET_THRESHOLD, (threshold, since, network))
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

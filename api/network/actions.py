@@ -9,7 +9,8 @@ posts), and the jobs: the Q2/Q3 snapshot, promotion and demotion of celebrities,
 HTTP routes and admin commands call these functions; they are the only callers of more than one owner.
 
 No request does work proportional to an account's followers or a post's likes, except the fan-out of a post
-to its author's followers (bounded by the hybrid threshold: celebrities are merged at read time instead).
+to its author's followers (bounded by the hybrid threshold: celebrities are merged at read time instead). Such
+work goes on the network's job queue (jobs.py) and `run_job` does it in `chronicle network worker`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import collections
 import dataclasses
 import heapq
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from api.db import Database
-from api.network import accounts, likes, posts, rankings, relations, search, timelines
+from api.network import accounts, jobs, likes, posts, rankings, relations, search, timelines
 from api.network.common import heaviest, new_post_id, to_utc
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
@@ -51,8 +53,9 @@ def create_post(db: Database, network: str, author: Account, content: str, *,
                 author_username=author.username, content=content, language=language, country=country,
                 latitude=latitude, longitude=longitude)
     db.execute_many(posts.post_writes(network, post))
-    buckets = search.index_post(db, network, post)
-    db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)])
+    buckets, grown = search.index_post(db, network, post)
+    db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)]
+                    + [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term)])
     return post, fan_out(db, network, post, ns=ns)
 
 
@@ -67,13 +70,15 @@ def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | Non
 
 
 def delete_post(db: Database, network: str, post: Post) -> int:
-    """Remove a post: its term postings, its likes and its rows (posts_by_id last, so a retried delete still
-    finds it). Cached copies are not touched: readers skip posts that are gone. Returns the likes removed."""
+    """Remove a post: its term postings and its rows (posts_by_id last, so a retried delete still finds it);
+    its likes are removed by a job (as many as it has likes). Cached copies are not touched: readers skip posts
+    that are gone. Returns the post's like count when it was deleted (the likes the job removes)."""
     buckets = posts.term_buckets(db, network, post.post_id)
-    db.execute_many(search.delete_writes(network, post, buckets, search.top_states(db, network, buckets)))
-    removed = likes.delete_likes_of_post(db, network, post.post_id)
+    liked = likes.count(db, network, post.post_id)
+    db.execute_many(search.delete_writes(network, post, buckets, search.top_states(db, network, buckets))
+                    + jobs.job_writes(network, jobs.PURGE_LIKES, post.post_id))
     posts.delete_post_rows(db, network, post)
-    return removed
+    return liked
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
@@ -105,10 +110,17 @@ def _publish_likes(db: Database, network: str, post: Post) -> int:
 
 
 # -- follow / unfollow -----------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FollowResult:
+    changed: bool  # False when the request repeated a state (nothing was counted)
+    follower: Account  # with the counts after the change
+    followee: Account
+    celebrity_job: bool  # the followee crossed a hybrid line: a job promotes or demotes it
+
+
 def follow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
-           ) -> tuple[bool, Account, Account]:
-    """`follower` starts following `followee`. Returns (changed, follower, followee) with the new counts;
-    changed is False when it already did (nothing is counted then)."""
+           ) -> FollowResult:
+    """`follower` starts following `followee`. A followee reaching the hybrid threshold is promoted by a job."""
     ns = ns or network_settings()
     changed = relations.add(db, network, follower, followee)
     if changed:
@@ -120,13 +132,15 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     elif changed:
         _add_author_to_cache(db, ns, network, follower.account_id, followee.account_id)
         if ns.is_celebrity(followee.follower_count):
-            promote(db, network, followee.account_id, followee.follower_count)
-    return changed, follower, followee
+            jobs.enqueue(db, network, jobs.CELEBRITY, followee.account_id)
+            return FollowResult(changed, follower, followee, True)
+    return FollowResult(changed, follower, followee, False)
 
 
 def unfollow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
-             ) -> tuple[bool, Account, Account]:
-    """`follower` stops following `followee`; (changed, follower, followee) as for `follow`."""
+             ) -> FollowResult:
+    """`follower` stops following `followee`. A celebrity falling below threshold x (1 - hysteresis) is
+    demoted (fanned out again) by a job."""
     ns = ns or network_settings()
     changed = relations.remove(db, network, follower.account_id, followee.account_id)
     if changed:
@@ -137,8 +151,9 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     relations.unmark_celebrity_followed(db, network, [follower.account_id], followee.account_id)
     if changed and followee.follower_count < ns.demote_below and accounts.is_celebrity(db, network,
                                                                                         followee.account_id):
-        demote(db, ns, network, followee.account_id)
-    return changed, follower, followee
+        jobs.enqueue(db, network, jobs.CELEBRITY, followee.account_id)
+        return FollowResult(changed, follower, followee, True)
+    return FollowResult(changed, follower, followee, False)
 
 
 def _with_fresh_counts(db: Database, network: str, follower: Account, followee: Account) -> tuple[Account, Account]:
@@ -183,6 +198,22 @@ def demote(db: Database, ns: NetworkSettings, network: str, author_id: int) -> i
     accounts.remove_celebrity(db, network, author_id)
     relations.unmark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER), author_id)
     return written
+
+
+def settle_celebrity(db: Database, network: str, account_id: int, ns: NetworkSettings | None = None
+                     ) -> dict[str, Any]:
+    """The celebrity job: promote the account if its current follower count is at or above the threshold,
+    demote it if it is below threshold x (1 - hysteresis), else leave it as it is (idempotent)."""
+    ns = ns or network_settings()
+    followers = accounts.fresh_counts(db, network, [account_id])[account_id][0]
+    celebrity = accounts.is_celebrity(db, network, account_id)
+    if not celebrity and ns.is_celebrity(followers):
+        return {"account_id": account_id, "followers": followers, "promoted": True,
+                "marked": promote(db, network, account_id, followers)}
+    if celebrity and followers < ns.demote_below:
+        return {"account_id": account_id, "followers": followers, "demoted": True,
+                "cached": demote(db, ns, network, account_id)}
+    return {"account_id": account_id, "followers": followers, "unchanged": True}
 
 
 def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = None, *, dry_run: bool = False
@@ -300,14 +331,45 @@ def _valid_rows(rows: list[Post], state: CacheState, skip: set[int]) -> list[Pos
 
 
 # -- Q6 --------------------------------------------------------------------------------------------------------
+_REBUILD_ASKED_EVERY = 60.0  # seconds: a process asks at most this often per term (searches may be frequent)
+_rebuild_asked: dict[tuple[str, str, str], float] = {}
+
+
 def search_posts(db: Database, network: str, terms: list[str], limit: int = 25) -> search.Found:
-    """Q6: the `limit` most-liked posts holding every term, confirmed against the posts."""
-    return search.search(db, network, terms, lambda ids: posts.like_counts(db, network, ids), limit)
+    """Q6: the `limit` most-liked posts holding every term, confirmed against the posts. A search whose driving
+    term has no top list, or an outgrown one, queues its rebuild."""
+    found = search.search(db, network, terms, lambda ids: posts.like_counts(db, network, ids), limit)
+    if found.rebuild is not None:
+        key, now = (db.keyspace, network, found.rebuild), time.monotonic()
+        if now - _rebuild_asked.get(key, -_REBUILD_ASKED_EVERY) >= _REBUILD_ASKED_EVERY:
+            _rebuild_asked[key] = now
+            jobs.enqueue(db, network, jobs.TERM_TOP, found.rebuild)
+    return found
 
 
 def rebuild_term_top(db: Database, network: str, term: str, *, dry_run: bool = False) -> dict[str, Any]:
-    """Rebuild one common term's top list (a job)."""
+    """Rebuild one common term's top list (an admin command, and the loader after a load)."""
     return search.rebuild_top(db, network, term, lambda ids: posts.like_counts(db, network, ids), dry_run=dry_run)
+
+
+def refresh_term_top(db: Database, network: str, term: str) -> dict[str, Any]:
+    """The term-top job: rebuild the list only when it is missing or outgrown (a duplicate job does nothing)."""
+    postings = search.term_counts(db, network, [term])[term]
+    if not search.needs_top(postings, search.top_states(db, network, [term]).get(term)):
+        return {"term": term, "postings": postings, "unchanged": True}
+    return rebuild_term_top(db, network, term)
+
+
+# -- the job worker's dispatch ---------------------------------------------------------------------------------
+def run_job(db: Database, network: str, kind: str, subject: str) -> dict[str, Any]:
+    """Run one queued network job (jobs.py lists the kinds)."""
+    if kind == jobs.CELEBRITY:
+        return settle_celebrity(db, network, int(subject))
+    if kind == jobs.PURGE_LIKES:
+        return {"post_id": int(subject), "likes_removed": likes.delete_likes_of_post(db, network, int(subject))}
+    if kind == jobs.TERM_TOP:
+        return refresh_term_top(db, network, subject)
+    raise ValueError(f"unknown network job kind {kind!r}")
 
 
 # -- Q2 / Q3 ---------------------------------------------------------------------------------------------------
@@ -366,3 +428,17 @@ def reconcile_counts(db: Database, network: str, account_ids: list[int] | None =
     return {"dry_run": dry_run, "accounts_checked": len(ids), "accounts_repaired": changed,
             "posts_repaired": post_changes}
 
+
+
+# -- drop (admin) ----------------------------------------------------------------------------------------------
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
+    """Delete everything `network` holds, table family by table family (accounts first, so the API stops
+    finding the network at once). Scans every partition key of each table: an admin job. Re-running an
+    interrupted drop finishes it."""
+    started = time.perf_counter()
+    found: dict[str, int] = {}
+    for owner in (accounts, relations, posts, likes, search, timelines, rankings):
+        found.update(owner.drop_network(db, network, dry_run=dry_run, progress=progress))
+    return {"network": network, "dry_run": dry_run, "partitions": found, "total": sum(found.values()),
+            "seconds": round(time.perf_counter() - started, 3)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import os
+import re
 import time
 from datetime import UTC, datetime
 
@@ -75,3 +76,12 @@ def _base36(n: int) -> str:
 def heaviest(items: dict[int, int], limit: int) -> list[tuple[int, int]]:
     """(id, count) pairs with the highest counts, ties by lower id."""
     return heapq.nsmallest(limit, items.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+NETWORK_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_NETWORK_RE = re.compile(NETWORK_PATTERN)
+
+
+def valid_network_name(network: str) -> bool:
+    """Network names: 1-64 letters, digits, '_' or '-' (they appear in URLs and keys)."""
+    return bool(_NETWORK_RE.match(network))

@@ -7,7 +7,6 @@ api/network/actions.py (operations across tables) or one table owner (single-tab
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from flask import current_app
@@ -17,6 +16,7 @@ from flask_smorest import Blueprint, abort
 from api.auth import require_admin
 from api.db import get_db
 from api.network import accounts, actions, posts, rankings, relations, search
+from api.network.common import valid_network_name
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.schemas import (
     AccountSchema,
@@ -46,8 +46,6 @@ from api.network.values import Account, Post
 from api.paging import sign_cursor, verify_cursor
 
 blp = Blueprint("network", __name__, url_prefix="/networks", description="Follower network archive")
-NETWORK_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-_NETWORK_RE = re.compile(NETWORK_PATTERN)
 ID = "int(max=9223372036854775807)"  # ids are bigint: larger numbers are unknown (404), never a driver error
 RANKINGS = {"top-accounts": "accounts", "top-followers": "followers"}
 _ADMIN_DOC = {"security": [{"bearer": []}]}
@@ -63,7 +61,7 @@ def _admin() -> None:
 
 
 def _network(network: str) -> str:
-    if not _NETWORK_RE.match(network):
+    if not valid_network_name(network):
         abort(404, message="unknown network (names are 1-64 letters, digits, '_' or '-')")
     return network
 
@@ -181,9 +179,7 @@ class Follow(MethodView):
     @blp.doc(**_ADMIN_DOC)
     def put(self, network: str, account_id: int, target_id: int):
         """`account_id` follows `target_id`."""
-        changed, follower, followee = actions.follow(get_db(), network, *self._pair(network, account_id,
-                                                                                     target_id))
-        return {"follower": follower, "followee": followee, "changed": changed}
+        return actions.follow(get_db(), network, *self._pair(network, account_id, target_id))
 
     @blp.response(200, FollowResultSchema)
     @blp.alt_response(404, description="unknown account")
@@ -191,9 +187,7 @@ class Follow(MethodView):
     @blp.doc(**_ADMIN_DOC)
     def delete(self, network: str, account_id: int, target_id: int):
         """`account_id` stops following `target_id`."""
-        changed, follower, followee = actions.unfollow(get_db(), network, *self._pair(network, account_id,
-                                                                                       target_id))
-        return {"follower": follower, "followee": followee, "changed": changed}
+        return actions.unfollow(get_db(), network, *self._pair(network, account_id, target_id))
 
 
 # -- posts (Q5), likes -----------------------------------------------------------------------------------------
@@ -229,8 +223,8 @@ class OnePost(MethodView):
     def delete(self, network: str, post_id: int):
         """Delete a post: it leaves every home timeline, the search index and the likes (admin)."""
         _admin()
-        removed = actions.delete_post(get_db(), network, _post(network, post_id))
-        return {"post_id": post_id, "likes_removed": removed}
+        liked = actions.delete_post(get_db(), network, _post(network, post_id))
+        return {"post_id": post_id, "likes_to_purge": liked}
 
 
 @blp.route(f"/<network>/posts/<{ID}:post_id>/likes/<{ID}:user_id>")

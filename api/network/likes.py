@@ -15,6 +15,7 @@ from datetime import datetime
 from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
+from api import partitions
 from api.db import Database, Params, Statement
 
 TABLES = frozenset({"likes_by_post", "likes_by_user", "post_like_counts"})
@@ -104,3 +105,9 @@ def likes_of_user(db: Database, network: str, user_id: int, limit: int = 100) ->
     """The posts an account liked (post id and time), at most `limit`."""
     return [{"post_id": r.post_id, "liked_at": r.liked_at}
             for r in db.execute(LIKES_OF_USER, (network, user_id, limit))]
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

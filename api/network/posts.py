@@ -8,6 +8,7 @@ from datetime import datetime
 
 from cassandra.cluster import ResponseFuture
 
+from api import partitions
 from api.db import Database, Params, Statement, without_none
 from api.network.common import month_of
 from api.network.values import Post
@@ -177,3 +178,9 @@ def like_count_writes(network: str, post: Post, new_count: int) -> list[tuple[St
     return [(SET_LIKES_BY_AUTHOR, (new_count, network, post.author_id, month_of(post.posted_at), post.posted_at,
                                    post.post_id)),
             (SET_LIKES_BY_ID, (new_count, network, post.post_id))]
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

@@ -12,6 +12,7 @@ from typing import Any
 
 from cassandra.util import max_uuid_from_time, uuid_from_time
 
+from api import partitions
 from api.db import Database, Statement
 from api.network.common import iso, month_of, to_utc
 
@@ -67,3 +68,9 @@ def snapshots(db: Database, network: str, kind: str, *, at: datetime | None = No
         if len(out) >= limit:
             break
     return out
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from cassandra import ConsistencyLevel
 
+from api import partitions
 from api.db import Database, Params, Statement
 from api.network.values import Account
 
@@ -132,3 +133,9 @@ def each_follower(db: Database, network: str, account_ids: list[int]) -> Iterato
             if not result.has_more_pages:
                 break
             result.fetch_next_page()
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

@@ -99,14 +99,18 @@ class CreatedPostSchema(Schema):
 
 class DeletedSchema(Schema):
     post_id = fields.Integer(required=True)
-    likes_removed = fields.Integer(required=True, metadata={
-        "description": "likes of the post removed with it (cached copies are skipped by readers, not deleted)"})
+    likes_to_purge = fields.Integer(required=True, metadata={
+        "description": "the post's like count when it was deleted: its likes are removed by a background job "
+                       "(`chronicle network worker`); cached copies are skipped by readers, not deleted"})
 
 
 class FollowResultSchema(Schema):
     follower = fields.Nested(AccountSchema, required=True)
     followee = fields.Nested(AccountSchema, required=True)
     changed = fields.Boolean(required=True, metadata={"description": "false when the request repeated a state"})
+    celebrity_job = fields.Boolean(required=True, metadata={
+        "description": "the followee crossed a hybrid line: a background job (`chronicle network worker`) "
+                       "promotes it (merged at read time) or demotes it (fanned out again)"})
 
 
 class LikeResultSchema(Schema):

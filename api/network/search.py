@@ -26,6 +26,7 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
+from api import partitions
 from api.db import Database, Params, Statement
 from api.network.tokens import index_terms, query_terms
 from api.network.values import Post
@@ -85,6 +86,7 @@ class TopState:
 class Found:
     posts: list[Post]
     exact: bool
+    rebuild: str | None = None  # the driving term, when its top list is missing or outgrown (a job rebuilds it)
 
 
 def _u(value: Any) -> Any:
@@ -126,14 +128,22 @@ def count_writes(network: str, counts: dict[str, int]) -> list[tuple[Statement, 
     return [(ADD_POSTINGS, (n, network, term)) for term, n in counts.items() if n]
 
 
-def index_post(db: Database, network: str, post: Post) -> dict[str, int]:
+def index_post(db: Database, network: str, post: Post) -> tuple[dict[str, int], list[str]]:
     """Index a new post: each term's posting goes into the bucket of the term's posting number, and the
-    counters move. Returns term -> bucket (kept on the post, where a like finds its postings)."""
+    counters move. Returns term -> bucket (kept on the post, where a like finds its postings) and the terms
+    whose top list should be (re)built now that they grew (see `grown`)."""
     terms = sorted(index_terms(post.content))
     counts = term_counts(db, network, terms)
     buckets = {t: bucket_of(counts[t]) for t in terms}
     db.execute_many(posting_writes(network, post, buckets) + count_writes(network, dict.fromkeys(terms, 1)))
-    return buckets
+    return buckets, [t for t in terms if grown(counts[t] + 1)]
+
+
+def grown(postings: int) -> bool:
+    """A term reaching this many postings asks for a top-list job: when it stops being rare, then at every power
+    of two (the job itself decides with `needs_top`). Counters read by racing posts may skip a value; a search
+    that finds the list missing or outgrown asks too."""
+    return postings == RARE_POSTINGS + 1 or (postings > RARE_POSTINGS and postings & (postings - 1) == 0)
 
 
 def like_writes(network: str, post: Post, buckets: dict[str, int], count: int,
@@ -227,7 +237,8 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
             fill = _confirmed_top([p for p in newest if p.post_id not in liked], like_counts, limit)
             return Found(sorted(above + [p for p in fill if p.like_count == 0], key=_rank)[:limit], True)
     scanned = _postings(db, network, driver, _newest_buckets(n, SCAN_BUDGET), POSTING_BUCKET)[:SCAN_BUDGET]
-    return Found(_confirmed_top(candidates + _holding(scanned, terms), like_counts, limit), False)
+    return Found(_confirmed_top(candidates + _holding(scanned, terms), like_counts, limit), False,
+                 driver if needs_top(n, state) else None)
 
 
 def _newest_buckets(postings: int, rows: int = 1) -> list[int]:
@@ -269,4 +280,10 @@ def needs_top(postings: int, state: TopState | None) -> bool:
     """A common term without a top list, or one whose list has grown well past what was built, needs a rebuild."""
     if postings <= RARE_POSTINGS:
         return False
-    return state is None or postings > 2 * max(state.postings_at_build, 1)
+    return state is None or postings >= 2 * max(state.postings_at_build, 1)
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

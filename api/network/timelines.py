@@ -20,6 +20,7 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
+from api import partitions
 from api.db import Database, Params, Statement
 from api.network.common import to_utc
 from api.network.settings import NetworkSettings
@@ -163,3 +164,9 @@ def read(db: Database, network: str, account_id: int, state: CacheState, limit: 
         if newest_unread is None or enough(rows, newest_unread):
             return rows
         step *= 3
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

@@ -8,7 +8,8 @@ import secrets
 from pathlib import Path
 
 from api.db import Database
-from api.network import loader
+from api.network import actions, loader
+from api.network.jobs import JobWorker, Stats
 from tests.network.reference import Reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,3 +42,20 @@ def load_script(relative: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+_workers: dict[int, JobWorker] = {}
+
+
+def run_jobs(db: Database) -> Stats:
+    """What `chronicle network worker` does, until no job is due: the jobs queued by requests so far. One
+    worker per database for the whole run (it remembers what it finished, as a running worker does)."""
+    worker = _workers.setdefault(id(db), JobWorker(db, actions.run_job))
+    return worker.drain(stop=False)
+
+
+def stop_jobs(db: Database) -> None:
+    """Hand the run's test worker's queue shards back (before another worker, e.g. the CLI's, takes jobs)."""
+    worker = _workers.pop(id(db), None)
+    if worker is not None:
+        worker.stop()

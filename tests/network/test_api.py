@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.db import get_db
-from api.network import accounts, actions
+from api.network import accounts, actions, likes
 from api.network.settings import NetworkSettings, set_network_settings
 from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
-from tests.network.helpers import ADMIN, CAP
+from tests.network.helpers import ADMIN, CAP, run_jobs
 
 
 def hybrid(on: bool, net) -> int:
@@ -165,13 +165,22 @@ def test_delete_posts(fresh_net, client):
     check_home(client, net.name, ref, readers)
     new_post = _post(client, net, author, "A post deleted soon after")["post"]["post_id"]
     victims = [new_post, ref.q1(author)[1], ref.q1(celeb)[0], ref.q1(ref.q2(3)[2][0])[0]]
+    likers = {post_id: sorted(u for p, u in ref.likes if p == post_id) for post_id in victims}
+    assert any(likers.values()), "at least one deleted post has likes to purge"
     for post_id in dict.fromkeys(victims):
         r = client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN)
         assert r.status_code == 200, r.json
+        assert r.json["likes_to_purge"] == ref.like_count(post_id)
         ref.delete_post(post_id)
         assert client.get(f"/networks/{net.name}/posts/{post_id}").status_code == 404
         assert client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN).status_code == 404
-    check_all(client, net, extra=readers + sorted(ref.followers(celeb))[:4])
+    check_all(client, net, extra=readers + sorted(ref.followers(celeb))[:4])  # before the purge: readers skip
+    db = get_db()
+    assert run_jobs(db).kinds["purge-likes"] >= len(set(victims))
+    for post_id, users in likers.items():
+        assert likes.recount(db, net.name, post_id) == 0
+        for user in users:
+            assert post_id not in {like["post_id"] for like in likes.likes_of_user(db, net.name, user, 10_000)}
     for account in (author, celeb):
         check_posts(client, net.name, ref, account)
 
@@ -227,10 +236,14 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     readers = sorted(ref.followers(faller))
     check_home(client, net.name, ref, readers)  # caches built while `faller` is merged at read time
     leaver = readers[0]
-    assert client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{faller}", headers=ADMIN
-                         ).json["changed"] is True
+    r = client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{faller}", headers=ADMIN).json
+    assert (r["changed"], r["celebrity_job"]) == (True, True)
     ref.unfollow(leaver, faller)
     assert len(ref.followers(faller)) == threshold - 1
+    # The request returned before the demotion: still merged at read time, and Q4 is exact meanwhile.
+    assert accounts.is_celebrity(get_db(), net.name, faller)
+    check_home(client, net.name, ref, readers)
+    assert run_jobs(get_db()).kinds["celebrity"] >= 1
     assert not accounts.is_celebrity(get_db(), net.name, faller)  # demoted: fanned out again
     check_home(client, net.name, ref, readers)
     # Rising: an author just below the threshold gains one follower.
@@ -238,8 +251,12 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     its_readers = sorted(ref.followers(riser))
     check_home(client, net.name, ref, its_readers)  # caches hold its posts (it was fanned out)
     newcomer = next(u for u in sorted(ref.usernames) if u != riser and riser not in ref.follows(u))
-    assert client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN).status_code == 200
+    r = client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN)
+    assert (r.status_code, r.json["celebrity_job"]) == (200, True)
     ref.follow(newcomer, riser)
+    assert not accounts.is_celebrity(get_db(), net.name, riser)  # the job has not run yet: still fanned out
+    check_home(client, net.name, ref, its_readers + [newcomer])
+    assert run_jobs(get_db()).kinds["celebrity"] >= 1
     assert accounts.is_celebrity(get_db(), net.name, riser)  # promoted: merged at read time
     check_home(client, net.name, ref, its_readers + [newcomer])
 
@@ -254,9 +271,10 @@ def test_hysteresis_keeps_a_celebrity_just_below_the_threshold(fresh_net, client
     set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.5, cache_cap=CAP))
     actions.apply_threshold(get_db(), net.name)
     leaver = sorted(ref.followers(celeb))[0]
-    assert client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{celeb}", headers=ADMIN
-                         ).json["followee"]["follower_count"] == threshold - 1
+    r = client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{celeb}", headers=ADMIN).json
+    assert (r["followee"]["follower_count"], r["celebrity_job"]) == (threshold - 1, False)
     ref.unfollow(leaver, celeb)
+    run_jobs(get_db())
     assert accounts.is_celebrity(get_db(), net.name, celeb)
     check_home(client, net.name, ref, sorted(ref.followers(celeb))[:6] + [leaver])
 

@@ -1,0 +1,155 @@
+"""Background jobs of the follower network, on the generic work queue (api/workqueue.py).
+
+Queue `network_jobs`, one group per network (one network's backlog never starves another's), one item per job
+keyed `<kind>:<subject>`. Requests enqueue work that is proportional to an account's followers, a post's likes
+or a term's postings, and return at once; `chronicle network worker` runs the jobs (actions.run_job).
+
+Kinds (every job re-reads the state it acts on, so a duplicate, late or repeated item does no harm):
+- `celebrity:<account_id>`: bring the account's celebrity mark in line with its current follower count
+  (promote at or above the threshold, demote below threshold x (1 - hysteresis), otherwise nothing). Queued by
+  a follow or unfollow that crosses a line.
+- `purge-likes:<post_id>`: remove the likes of a deleted post.
+- `term-top:<term>`: rebuild a common term's top list when it has none or has outgrown it. Queued when a term's
+  postings pass a power of two above the rare limit, and by a search that could not answer exactly.
+
+This module owns no table: it translates between network jobs and work items, and runs the worker loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from api import workqueue
+from api.db import Database, Params, Statement
+from api.workqueue import WorkItem
+
+QUEUE = "network_jobs"
+CELEBRITY, PURGE_LIKES, TERM_TOP = "celebrity", "purge-likes", "term-top"
+KINDS = (CELEBRITY, PURGE_LIKES, TERM_TOP)
+
+log = structlog.get_logger("chronicle.network.jobs")
+
+# (db, network, kind, subject) -> a summary of what the job did
+Handler = Callable[[Database, str, str, str], dict[str, Any]]
+
+
+def job_writes(network: str, kind: str, subject: int | str) -> list[tuple[Statement, Params]]:
+    """The queue rows of one job, for `execute_many` together with the caller's own rows."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown network job kind {kind!r}")
+    return workqueue.enqueue_writes(QUEUE, network, f"{kind}:{subject}", {"kind": kind, "subject": str(subject)})
+
+
+def enqueue(db: Database, network: str, kind: str, subject: int | str) -> None:
+    db.execute_many(job_writes(network, kind, subject))
+
+
+def backlog(db: Database) -> dict:
+    """Jobs not yet finished per network (bounded count; see workqueue.backlog)."""
+    return workqueue.backlog(db, QUEUE)
+
+
+@dataclasses.dataclass
+class Stats:
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    kinds: Counter = dataclasses.field(default_factory=Counter)
+
+    def total(self) -> int:
+        return self.done + self.retried + self.failed
+
+    def add(self, other: Stats) -> None:
+        self.done += other.done
+        self.retried += other.retried
+        self.failed += other.failed
+        self.kinds.update(other.kinds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "retried": self.retried, "failed": self.failed, "kinds": dict(self.kinds)}
+
+
+class JobWorker:
+    """Takes network jobs from the shards it holds and runs them one after another.
+
+    A job that raises is retried with exponential backoff (a new queue item due later) up to `max_attempts`,
+    then logged as failed and given up: the admin commands (`apply-threshold`, `index-terms`, `reconcile`)
+    repair what a given-up job left."""
+
+    def __init__(self, db: Database, handle: Handler, *, owner: str | None = None, batch_size: int = 20,
+                 max_attempts: int = 5, backoff_seconds: float = 5.0, backoff_max_seconds: float = 300.0) -> None:
+        self.db, self.handle = db, handle
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.batch_size, self.max_attempts = batch_size, max_attempts
+        self.backoff_seconds, self.backoff_max_seconds = backoff_seconds, backoff_max_seconds
+
+    def run_once(self) -> Stats:
+        stats = Stats()
+        for item in workqueue.take(self.db, QUEUE, self.owner, self.batch_size):
+            self._run(item, stats)
+        return stats
+
+    def _run(self, item: WorkItem, stats: Stats) -> None:
+        kind, subject = item.payload.get("kind"), item.payload.get("subject")
+        try:
+            if kind not in KINDS or not isinstance(subject, str):
+                raise ValueError(f"malformed job {item.key!r}: {item.payload!r}")
+            summary = self.handle(self.db, item.group, kind, subject)
+        except Exception as exc:  # noqa: BLE001 - a job's failure must not stop the worker
+            attempts = item.attempts + 1
+            if attempts < self.max_attempts and not isinstance(exc, ValueError):
+                delay = min(self.backoff_seconds * 2 ** (attempts - 1), self.backoff_max_seconds)
+                workqueue.retry(self.db, item, self.owner, due_at_us=int((time.time() + delay) * 1_000_000),
+                                error=repr(exc)[:500])
+                stats.retried += 1
+                log.info("network_job_retry", network=item.group, job=item.key, attempts=attempts, delay_s=delay,
+                         error=repr(exc))
+                return
+            workqueue.done(self.db, item, self.owner)
+            stats.failed += 1
+            log.error("network_job_failed", network=item.group, job=item.key, attempts=attempts, error=repr(exc))
+            return
+        workqueue.done(self.db, item, self.owner)
+        stats.done += 1
+        stats.kinds[kind] += 1
+        log.info("network_job_done", network=item.group, job=item.key, **summary)
+
+    def drain(self, *, max_passes: int = 1000, stop: bool = True) -> Stats:
+        """Run passes until one finds nothing due (jobs queued by jobs included); then hand the shards back
+        unless `stop` is False (the worker goes on later and remembers what it finished)."""
+        total = Stats()
+        try:
+            for _ in range(max_passes):
+                stats = self.run_once()
+                total.add(stats)
+                if stats.total() == 0:
+                    break
+        finally:
+            if stop:
+                self.stop()
+        return total
+
+    def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
+            on_pass: Callable[[Stats], None] | None = None) -> None:
+        try:
+            while not stop():
+                stats = self.run_once()
+                if on_pass:
+                    on_pass(stats)
+                if stats.total() == 0:
+                    time.sleep(interval)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Checkpoints written, shards handed back to the other workers."""
+        workqueue.stop(self.db, QUEUE, self.owner)

@@ -1,0 +1,103 @@
+"""The follower network's reference-checked scenarios on a real 3-node cluster (127.0.0.1-3:9142), keyspace with
+RF 3, at the service's default consistency levels: LOCAL_ONE reads, LOCAL_QUORUM writes (1 + 2 is not above 3,
+so a read that follows its own write may meet a replica the write has not reached yet: issue 8, item 5).
+
+The scenarios are tests/network/test_api.py's own functions, imported rather than copied, so both runs always
+check the same thing: Q1-Q6 through the HTTP API (Flask test client) against the brute-force reference
+(tests/network/reference.py) after posts, follows, unfollows, likes, unlikes and deletes. Here their `db`,
+`app` and `client` are the cluster's; `fresh_net` (tests/network/conftest.py) loads the small generated network
+into that keyspace for each scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+
+import pytest
+from cassandra import ConsistencyLevel
+
+from api import db as db_module
+from api.config import Settings
+from api.db import Database, set_db
+from api.migrations import migrate
+from api.node.process import start_cluster
+from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
+
+# The scenarios where a read follows the request's own writes (counts, caches, likes, deletes); the threshold
+# crossing, rankings and rebuild scenarios add minutes on three nodes and no other read-after-write path.
+from tests.network.test_api import (  # noqa: F401 - collected here as this module's tests
+    test_delete_posts,
+    test_follow_and_unfollow,
+    test_likes_and_unlikes,
+    test_posts_fan_out_and_hybrid_merge,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(rf3_cluster):
+    """The run's shared 3-node cluster (tests/conftest.py), every node up (an earlier slow test may stop one)."""
+    start_cluster(rf3_cluster)
+    return rf3_cluster
+
+
+@pytest.fixture(scope="module")
+def settings(cluster) -> Settings:
+    return dataclasses.replace(
+        Settings.from_env(),
+        contact_points=[spec.address for spec in cluster],
+        cassandra_port=cluster[0].native_port,
+        keyspace=f"chronicle_cluster_net_{os.getpid()}_{secrets.token_hex(3)}",
+        replication="NetworkTopologyStrategy:datacenter1:3",
+        # The service's defaults, whatever the environment says: what a cluster deployment runs with.
+        read_consistency=ConsistencyLevel.LOCAL_ONE,
+        write_consistency=ConsistencyLevel.LOCAL_QUORUM,
+        # Three nodes and the API on two shared cores: room for pauses, not a different consistency.
+        request_timeout=10.0,
+        cursor_secret=b"test-cursor-secret",
+        api_tokens=json.dumps(TEST_API_TOKENS),
+        admin_token=ADMIN_TOKEN,
+    )
+
+
+@pytest.fixture(scope="module")
+def db(settings: Settings):
+    """The cluster keyspace with every migration applied, installed as the process's Database for the routes;
+    the Database installed before (the local node's, when other tests ran first) is put back after."""
+    previous = db_module._db
+    admin = Database(settings, keyspace="")
+    migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _msg: None)
+    assert len([h for h in admin.cluster.metadata.all_hosts() if h.is_up]) == 3
+    database = Database(settings)
+    set_db(database)
+    yield database
+    set_db(previous)
+    database.close()
+    admin.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=120)
+    admin.close()
+
+
+@pytest.fixture(scope="module")
+def app(settings: Settings, db: Database):
+    from api.app import create_app
+
+    application = create_app(settings, database=db)
+    application.config["TESTING"] = True
+    return application
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def test_the_keyspace_is_replicated_three_times_at_default_consistency(db):
+    replication = db.execute_raw("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                 (db.keyspace,)).one().replication
+    assert replication["datacenter1"] == "3"
+    assert (db.settings.read_consistency, db.settings.write_consistency) == (
+        ConsistencyLevel.LOCAL_ONE, ConsistencyLevel.LOCAL_QUORUM)

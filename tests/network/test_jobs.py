@@ -1,0 +1,109 @@
+"""Network jobs on the work queue (api/network/jobs.py): what requests queue, what the worker does with it
+(`chronicle network worker`), retries and give-ups; and `chronicle network drop`."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from click.testing import CliRunner
+
+from api.cli import chronicle
+from api.db import get_db
+from api.network import accounts, jobs, search
+from api.network.jobs import JobWorker
+from api.network.settings import NetworkSettings, set_network_settings
+from tests.network.checks import check_posts, check_search
+from tests.network.helpers import ADMIN, CAP, run_jobs, stop_jobs
+
+
+def _cli(*args: str, code: int = 0, stdin: str | None = None):
+    result = CliRunner().invoke(chronicle, list(args), input=stdin)
+    assert result.exit_code == code, (args, result.output, result.exception)
+    return json.loads(result.stdout) if code == 0 and result.stdout.strip().startswith("{") else result
+
+
+def test_the_cli_worker_promotes_an_account_that_crossed(fresh_net, client):
+    net, ref = fresh_net, fresh_net.ref
+    riser = next(a for a, _ in ref.q2(100)[10:] if ref.q1(a))
+    threshold = len(ref.followers(riser)) + 1
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
+    newcomer = next(u for u in sorted(ref.usernames) if u != riser and riser not in ref.follows(u))
+    r = client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN)
+    assert (r.status_code, r.json["changed"], r.json["celebrity_job"]) == (200, True, True)
+    assert not accounts.is_celebrity(get_db(), net.name, riser)
+    stop_jobs(get_db())  # the in-process test worker must not hold the queue's shards
+    summary = _cli("network", "worker", "--once")
+    assert summary["done"] >= 1 and summary["kinds"]["celebrity"] >= 1 and summary["failed"] == 0
+    assert accounts.is_celebrity(get_db(), net.name, riser)
+    # The same follow again changes nothing and queues nothing.
+    again = client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN).json
+    assert (again["changed"], again["celebrity_job"]) == (False, False)
+
+
+def test_failing_jobs_are_retried_then_given_up():
+    db = get_db()
+    network = f"jobs{secrets.token_hex(4)}"
+    calls: dict[str, int] = {}
+
+    def handle(_db, net, kind, subject):
+        if net != network:
+            return {}  # other tests' jobs: not ours to judge
+        calls[subject] = calls.get(subject, 0) + 1
+        if subject == "flaky" and calls[subject] == 1:
+            raise TimeoutError("first attempt times out")
+        if subject == "broken":
+            raise RuntimeError("always fails")
+        return {"ok": True}
+
+    for subject in ("flaky", "broken", "fine"):
+        jobs.enqueue(db, network, jobs.CELEBRITY, subject)
+    stop_jobs(db)
+    worker = JobWorker(db, handle, max_attempts=3, backoff_seconds=0.0)
+    stats = worker.drain()
+    assert calls == {"flaky": 2, "broken": 3, "fine": 1}
+    assert stats.retried >= 3 and stats.failed >= 1
+    with pytest.raises(ValueError):
+        jobs.job_writes(network, "no-such-kind", 1)
+
+
+def test_a_term_that_stops_being_rare_gets_a_top_list(fresh_net, client, monkeypatch):
+    monkeypatch.setattr(search, "RARE_POSTINGS", 3)
+    net, db = fresh_net, get_db()
+    author = next(a for a, _ in fresh_net.ref.q2(100)[20:])
+    term = f"zq{secrets.token_hex(3)}"
+    for i in range(4):
+        r = client.post(f"/networks/{net.name}/posts", json={"author_id": author, "content": f"{term} {i}"},
+                        headers=ADMIN)
+        assert r.status_code == 201
+    assert search.top_states(db, net.name, [term]) == {}
+    assert run_jobs(db).kinds["term-top"] >= 1  # queued by the 4th post (posting number 4 = RARE + 1)
+    state = search.top_states(db, net.name, [term])[term]
+    assert state.postings_at_build == 4
+    found = client.get(f"/networks/{net.name}/search", query_string={"q": term}).json
+    assert found["exact"] is True and len(found["posts"]) == 4
+
+
+def test_drop_a_network(fresh_net, net, client):
+    doomed, kept = fresh_net, net
+    ref = doomed.ref
+    some_account, some_post = ref.q2(1)[0][0], next(iter(ref.posts))
+    assert _cli("network", "drop", "bad name!", "--yes", code=2)
+    assert _cli("network", "drop", doomed.name, stdin="n\n", code=2)
+    planned = _cli("network", "drop", doomed.name, "--dry-run")
+    assert planned["dry_run"] is True
+    assert planned["partitions"]["network_accounts"] == len(ref.usernames)
+    assert planned["partitions"]["posts_by_id"] == len(ref.posts)
+    assert planned["partitions"]["likes_by_post"] == len({p for p, _ in ref.likes})
+    assert client.get(f"/networks/{doomed.name}/accounts/{some_account}").status_code == 200  # dry: kept
+    done = _cli("network", "drop", doomed.name, "--yes")
+    assert done["partitions"] == planned["partitions"] and done["total"] > 0
+    assert client.get(f"/networks/{doomed.name}/accounts/{some_account}").status_code == 404
+    assert client.get(f"/networks/{doomed.name}/posts/{some_post}").status_code == 404
+    word = next(w for w in ("love", "happy", "world") if kept.ref.q6([w]))
+    assert client.get(f"/networks/{doomed.name}/search", query_string={"q": word}).json["posts"] == []
+    assert _cli("network", "drop", doomed.name, "--yes")["total"] == 0  # nothing left: a re-run is a no-op
+    # The other network is untouched.
+    check_posts(client, kept.name, kept.ref, kept.ref.q2(1)[0][0])
+    check_search(client, kept.name, kept.ref)
