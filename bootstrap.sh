@@ -58,6 +58,8 @@ case "$cmd" in
     export CHRONICLE_API_TOKENS=${CHRONICLE_API_TOKENS:-'{"dev-token": {"workspaces": ["*"], "private": true}}'}
     export CHRONICLE_ADMIN_TOKEN=${CHRONICLE_ADMIN_TOKEN:-dev-admin-token}
     export CHRONICLE_SLACK_SIGNING_SECRET=${CHRONICLE_SLACK_SIGNING_SECRET:-dev-signing-secret}
+    # The network job worker and the Slack file worker run beside gunicorn (gunicorn.conf.py starts and stops them).
+    export CHRONICLE_BACKGROUND_WORKERS=${CHRONICLE_BACKGROUND_WORKERS:-1}
     say "serving the API on http://${CHRONICLE_BIND:-127.0.0.1:8080} (OpenAPI UI at /docs); Ctrl-C stops it"
     exec "$VENV/bin/gunicorn" -c gunicorn.conf.py api.wsgi:app
     ;;

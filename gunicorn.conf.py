@@ -43,3 +43,31 @@ def post_worker_init(worker):
     from api.server_errors import install
 
     install()
+
+
+# `bash bootstrap.sh serve` also runs the background workers (CHRONICLE_BACKGROUND_WORKERS=1): the network job
+# worker (promotions, demotions, like purges, term top lists) and the Slack file worker, started once the server
+# is ready and stopped (SIGTERM: they finish the current item) when it exits. In production run them as services.
+_background = []
+
+
+def when_ready(server):
+    if os.environ.get("CHRONICLE_BACKGROUND_WORKERS") != "1":
+        return
+    import subprocess
+    import sys
+
+    chronicle = os.path.join(os.path.dirname(sys.executable), "chronicle")
+    for args in (["network", "worker"], ["slack", "file-worker"]):
+        _background.append(subprocess.Popen([chronicle, *args], stdin=subprocess.DEVNULL))
+        server.log.info("started background worker: chronicle %s (pid %s)", " ".join(args), _background[-1].pid)
+
+
+def on_exit(server):
+    for proc in _background:
+        proc.terminate()
+    for proc in _background:
+        try:
+            proc.wait(timeout=20)
+        except Exception:  # noqa: BLE001 - still running after 20 s: stop it hard
+            proc.kill()
