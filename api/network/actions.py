@@ -284,7 +284,7 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     else:
         rows = _read_cache(db, network, account_id, state, needed, skip)
     valid = _valid_rows(rows, state, skip)
-    merged_f = _celebrity_posts(db, network, celebrities, needed)
+    merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
     window = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))
     current = posts.like_counts(db, network, (p.post_id for p in window[:needed + _SLACK]))
     window = [p.with_likes(current[p.post_id]) for p in window[:needed + _SLACK] if p.post_id in current]
@@ -294,7 +294,7 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
         rebuilt = True
         current = posts.like_counts(db, network, (p.post_id for p in newest))
         window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
-    celebrity_posts = [p for f in merged_f for p in f()]
+    celebrity_posts = merged_f()
     window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))
     if order == "likes":
         page = heapq.nsmallest(ns.page_size, window, key=lambda p: (-p.like_count, -p.post_id))
@@ -311,12 +311,6 @@ def _read_cache(db: Database, network: str, account_id: int, state: CacheState, 
         want = needed + _SLACK
         return len(valid) >= want and newest_unread is not None and valid[want - 1] > newest_unread
     return timelines.read(db, network, account_id, state, needed + _SLACK, enough)
-
-
-def _celebrity_posts(db: Database, network: str, celebrities: set[int], needed: int):
-    """Started reads of the newest `needed` posts of each followed celebrity, all in flight together; each
-    item is a callable returning that celebrity's posts."""
-    return [posts.start_posts_of_author(db, network, c, needed) for c in sorted(celebrities)]
 
 
 def _valid_rows(rows: list[Post], state: CacheState, skip: set[int]) -> list[Post]:

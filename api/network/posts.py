@@ -129,10 +129,24 @@ def posts_of_author(db: Database, network: str, author_id: int, limit: int, *,
     return out[:limit]
 
 
-def start_posts_of_author(db: Database, network: str, author_id: int, limit: int) -> Callable[[], list[Post]]:
-    """Send the read of an author's month listing now; the returned callable finishes `posts_of_author`."""
-    months_f = db.execute_async(POST_MONTHS, (network, author_id))
-    return lambda: posts_of_author(db, network, author_id, limit, months=[r.month for r in months_f.result()])
+def start_posts_of_authors(db: Database, network: str, author_ids: Iterable[int], limit: int
+                           ) -> Callable[[], list[Post]]:
+    """Send the month listings of several authors now; the returned callable reads the newest month of every
+    author in one concurrent round, then older months only for authors still short of `limit` posts. Returns
+    every author's newest `limit` posts (unordered across authors)."""
+    months_f = {a: db.execute_async(POST_MONTHS, (network, a)) for a in dict.fromkeys(author_ids)}
+
+    def finish() -> list[Post]:
+        months = {a: [r.month for r in f.result()] for a, f in months_f.items()}
+        newest = {a: db.execute_async(POSTS_OF_MONTH, (network, a, m[0], limit)) for a, m in months.items() if m}
+        out: list[Post] = []
+        for a, future in newest.items():
+            got = [Post.from_row(r, a) for r in future.result()]
+            if len(got) < limit and len(months[a]) > 1:
+                got += posts_of_author(db, network, a, limit - len(got), months=months[a][1:])
+            out.extend(got)
+        return out
+    return finish
 
 
 def position_of(post: Post) -> Position:

@@ -223,19 +223,21 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
     state = top_states(db, network, [driver]).get(driver)
     candidates: list[Post] = []
     if state is not None:
-        futures = db.execute_async(TOP_POSTS, (network, driver, state.generation))
-        tops = [Post.from_row(r) for r in futures.result() if r.author_id is not None]
-        current = like_counts(p.post_id for p in tops)
-        candidates = [p.with_likes(current[p.post_id]) for p in _holding(tops, terms) if p.post_id in current]
+        rows = db.execute_async(TOP_POSTS, (network, driver, state.generation)).result()
+        tops = [Post.from_row(r) for r in rows if r.author_id is not None]
+        candidates = _holding(tops, terms) if len(terms) > 1 else tops
+        # The rows' like counts are kept by every like; only the leaders are confirmed against the posts.
         above = [p for p in candidates if p.like_count >= state.floor]
         if len(above) >= limit:
-            return Found(sorted(above, key=_rank)[:limit], True)
+            top = _confirmed_top(above, like_counts, limit)
+            if len(top) == limit and top[-1].like_count >= state.floor:
+                return Found(top, True)
         if state.floor <= 1 and len(terms) == 1:
             # Every liked post is a candidate; the rest have no likes and rank by time: the newest postings.
             liked = {p.post_id for p in above}
             newest = _postings(db, network, driver, _newest_buckets(n), limit + len(liked) + 1)
-            fill = _confirmed_top([p for p in newest if p.post_id not in liked], like_counts, limit)
-            return Found(sorted(above + [p for p in fill if p.like_count == 0], key=_rank)[:limit], True)
+            top = _confirmed_top(above + [p for p in newest if p.post_id not in liked], like_counts, limit)
+            return Found(top, True)
     scanned = _postings(db, network, driver, _newest_buckets(n, SCAN_BUDGET), POSTING_BUCKET)[:SCAN_BUDGET]
     return Found(_confirmed_top(candidates + _holding(scanned, terms), like_counts, limit), False,
                  driver if needs_top(n, state) else None)
