@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - depends on how the driver was b
 _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE)
 # A lightweight transaction: `IF NOT EXISTS`, `IF EXISTS` or `IF <column> ...` after the statement's WHERE/VALUES.
 _CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
+_FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
 Params = Sequence[Any] | Mapping[str, Any]
@@ -171,7 +172,8 @@ class Database:
                                           timeout=self.settings.request_timeout)
 
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
-                     batch_size: int = 1, progress: Callable[[int], None] | None = None) -> int:
+                     batch_size: int = 1, by_partition: bool = False,
+                     progress: Callable[[int], None] | None = None) -> int:
         """Run many (statement, params) pairs, `concurrency` requests (rows or batches) in flight; returns the
         number of rows written.
 
@@ -179,19 +181,22 @@ class Database:
         every statement is prepared once, measured (latency and errors per statement name) and bounded in
         flight. `writes` may be a lazy iterator of any length: it is pulled in slices on the calling thread
         (preparing on the driver's I/O thread would deadlock). With `batch_size` > 1, writes of one statement
-        whose partitions live on the same replica go out as unlogged batches of up to `batch_size` rows, so
-        each batch is one local mutation per partition instead of a coordinator fan-out (about three times
-        cheaper per row for the driver and the node). `progress(n)` is called as rows complete. The first
-        failure stops the sending and is raised (writes already sent may still land); every write Chronicle
-        makes is idempotent, so running the same set again completes it.
+        whose partitions live on the same replica (`by_partition`: in the same partition) go out as unlogged
+        batches of up to `batch_size` rows, so each batch is one local mutation per partition instead of a
+        coordinator fan-out (about three times cheaper per row for the driver and the node).
+        `progress(n)` is called as rows complete. The first failure stops the sending and is raised (writes
+        already sent may still land); every write Chronicle makes is idempotent, so running the same set
+        again completes it.
         """
+        if isinstance(writes, (list, tuple)) and len(writes) <= _FEW and batch_size <= 1 and progress is None:
+            return self._execute_few(writes)
         iterator = iter(writes)
         written = 0
         while True:
             chunk = list(itertools.islice(iterator, _MANY_SLICE))
             if not chunk:
                 return written
-            requests = self._many_requests(chunk, batch_size)
+            requests = self._many_requests(chunk, batch_size, by_partition)
             started = time.perf_counter()
             names = {id(stmt): stmt.name for stmt, _ in chunk}
             try:
@@ -220,21 +225,46 @@ class Database:
                 for name in names.values():
                     metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
 
-    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int
+    def _execute_few(self, writes: Sequence[tuple[Statement, Params]]) -> int:
+        """A request's handful of writes: all sent at once, then awaited (execute_concurrent's bookkeeping
+        costs more than the writes themselves at this size)."""
+        started = time.perf_counter()
+        futures = [(stmt, self.execute_async(stmt, params)) for stmt, params in writes]
+        try:
+            for stmt, future in futures:
+                try:
+                    future.result()
+                except Exception as exc:
+                    metrics.CASSANDRA_ERRORS.labels(stmt.name, type(exc).__name__).inc()
+                    raise
+        finally:
+            elapsed = time.perf_counter() - started
+            for name in {stmt.name for stmt, _ in writes}:
+                metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
+        return len(writes)
+
+    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int, by_partition: bool
                        ) -> list[tuple[Any, Any, int, Statement]]:
         """(request, params, rows, statement) for each write or batch of one slice of `execute_many`."""
         prepared = {id(stmt): self.prepared(stmt) for stmt, _ in chunk}
         if batch_size <= 1:
             return [(prepared[id(stmt)], params, 1, stmt) for stmt, params in chunk]
+        # Rows are grouped by partition (`by_partition`: a batch is one mutation, never Cassandra's
+        # multi-partition batch warning; for bulk loads) or by first replica (fan-out: one local mutation per
+        # partition on that replica instead of a coordinator fan-out).
         metadata = self.cluster.metadata
         single_host = len(metadata.all_hosts()) <= 1
-        groups: dict[tuple[int, Any], list[tuple[Statement, Params]]] = {}
+        groups: dict[tuple[int, Any], list[Any]] = {}
         for stmt, params in chunk:
-            replica = None
-            if not single_host:
-                replicas = metadata.get_replicas(self.keyspace, prepared[id(stmt)].bind(params).routing_key)
-                replica = replicas[0].host_id if replicas else None
-            groups.setdefault((id(stmt), replica), []).append((stmt, params))
+            bound = prepared[id(stmt)].bind(params)
+            if by_partition:
+                key = bound.routing_key
+            elif single_host:
+                key = None
+            else:
+                replicas = metadata.get_replicas(self.keyspace, bound.routing_key)
+                key = replicas[0].host_id if replicas else None
+            groups.setdefault((id(stmt), key), []).append((stmt, params, bound))
         out: list[tuple[Any, Any, int, Statement]] = []
         for rows in groups.values():
             stmt = rows[0][0]
@@ -245,8 +275,8 @@ class Database:
                     out.append((ps, part[0][1], 1, stmt))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ps.consistency_level)
-                for _stmt, params in part:
-                    batch.add(ps, params)
+                for _stmt, _params, bound in part:
+                    batch.add(bound)
                 out.append((batch, None, len(part), stmt))
         return out
 

@@ -26,19 +26,21 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import pickle
 import random
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import click
 
-from api.db import set_db
+from api.db import Database, set_db
 from api.network import accounts, actions, likes, loader, posts, relations, search, timelines
 from api.network.jobs import JobWorker
 from api.network.relations import FOLLOWER, FOLLOWS
@@ -171,18 +173,27 @@ class Toggles:
     def __init__(self, ids: range) -> None:
         self.ids, self.lock, self.next = ids, threading.Lock(), 0
         self.local = threading.local()
+        self.held: set[int] = set()  # done and not yet undone, over all threads
 
     def step(self) -> tuple[int, bool]:
         """(account, True to do / False to undo)."""
         held = getattr(self.local, "held", None)
         if held is not None:
             self.local.held = None
+            with self.lock:
+                self.held.discard(held)
             return held, False
         with self.lock:
             a = self.ids[self.next]
             self.next += 1
+            self.held.add(a)
         self.local.held = a
         return a, True
+
+    def outstanding(self) -> list[int]:
+        """The accounts whose last step was a do (a thread stopped before its undo)."""
+        with self.lock:
+            return sorted(self.held)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -190,23 +201,80 @@ class Toggles:
               help="fraction of the large figures (followers, term posts, likes)")
 @click.option("--seconds", type=float, default=20.0, show_default=True, help="measured seconds per operation")
 @click.option("--workers", type=int, default=2, show_default=True, help="loader processes")
-@click.option("--keep", is_flag=True, help="keep the scratch keyspace (default: dropped at the end)")
+@click.option("--keep", is_flag=True,
+              help="keep the scratch keyspace (default: dropped at the end) and save what --reuse needs")
+@click.option("--reuse", metavar="KEYSPACE", help="measure again on a keyspace kept by --keep (no build)")
+@click.option("--only", metavar="OP[,OP]", help="measure only these operations (e.g. q4_newest,q6_common)")
 @click.option("--no-partition-scan", is_flag=True, help="skip sstablepartitions (nodetool figures only)")
 @click.option("--seed", type=int, default=8, show_default=True)
-def main(scale: float, seconds: float, workers: int, keep: bool, no_partition_scan: bool, seed: int) -> None:
+def main(scale: float, seconds: float, workers: int, keep: bool, reuse: str | None, only: str | None,
+         no_partition_scan: bool, seed: int) -> None:
     """Build the network scale data set, measure, print and save one JSON object. Exit 1 when a target or a
-    reference check fails, 0 otherwise."""
-    rng = random.Random(seed)
-    plan = Plan.at(scale, seconds)
-    now = datetime.now(UTC).replace(microsecond=0)
-    node = sc.local_node()
-    out: dict[str, Any] = {"scale": scale, "plan": dataclasses.asdict(plan), "seconds": seconds,
-                           "command": " ".join(["python -m bench.scale_network", *sys.argv[1:]]),
-                           "started": now.isoformat(), "targets": TARGETS}
+    reference check fails, 0 otherwise (2 when --reuse names a keyspace without saved state)."""
     set_network_settings(NetworkSettings(hybrid_threshold=THRESHOLD))
-    with sc.scratch_keyspace("net", keep=keep, request_timeout=60.0, admin_token=ADMIN_TOKEN) as db, \
-            tempfile.TemporaryDirectory() as tmp:
+    command = " ".join(["python -m bench.scale_network", *sys.argv[1:]])
+    if reuse:
+        state_path = _state_path(reuse)
+        if not state_path.exists():
+            click.echo(f"no saved state for {reuse!r} ({state_path}): build it with --keep first", err=True)
+            sys.exit(2)
+        with state_path.open("rb") as f:
+            state = pickle.load(f)
+        db = Database(sc.scratch_settings(reuse, request_timeout=60.0, admin_token=ADMIN_TOKEN))
         set_db(db)
+        try:
+            out = {**state["out"], "command": command, "seconds": seconds, "reused": reuse,
+                   "started": datetime.now(UTC).isoformat()}
+            _measure(db, state["data"], state["plan"], out, seconds, only, no_partition_scan)
+        finally:
+            set_db(None)
+            db.close()
+    else:
+        plan = Plan.at(scale, seconds)
+        now = datetime.now(UTC).replace(microsecond=0)
+        out = {"scale": scale, "plan": dataclasses.asdict(plan), "seconds": seconds, "command": command,
+               "started": now.isoformat(), "targets": TARGETS}
+        with sc.scratch_keyspace("net", keep=keep or bool(only), request_timeout=60.0,
+                                 admin_token=ADMIN_TOKEN) as db:
+            set_db(db)
+            data = _build(db, plan, out, random.Random(seed), now, workers)
+            if keep or only:
+                with _state_path(db.keyspace).open("wb") as f:
+                    pickle.dump({"data": data, "plan": plan, "out": dict(out)}, f)
+                out["kept"] = db.keyspace
+                click.echo(f"kept keyspace {db.keyspace}: measure again with --reuse {db.keyspace}", err=True)
+            _measure(db, data, plan, out, seconds, only, no_partition_scan)
+            set_db(None)
+    sc.write_result("scale_network", out)
+    sys.exit(0 if all(v["ok"] for v in out["verdict"].values()) else 1)
+
+
+def _state_path(keyspace: str) -> Path:
+    return sc.RESULTS_DIR / f".scale_network-{keyspace}.state.pickle"
+
+
+def _client(db: Database) -> Callable[..., Any]:
+    """`call(method, url, ok=200, **kw)`: a request through the whole Flask app, one test client per thread."""
+    from api.app import create_app
+
+    app = create_app(db.settings, database=db)
+    local = threading.local()
+
+    def call(method: str, url: str, ok: int = 200, **kw: Any) -> Any:
+        c = getattr(local, "client", None)
+        if c is None:
+            c = local.client = app.test_client()
+        r = getattr(c, method)(url, headers=ADMIN, **kw)
+        if r.status_code != ok:
+            raise RuntimeError(f"{method.upper()} {url}: {r.status_code} {r.get_data(as_text=True)[:200]}")
+        return r.json
+    return call
+
+
+def _build(db: Database, plan: Plan, out: dict[str, Any], rng: random.Random, now: datetime, workers: int
+           ) -> dict[str, Any]:
+    """Generate the files, load them, make the live posts and unlikes, run the queued jobs."""
+    with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         started = time.perf_counter()
         data = generate(plan, directory, rng, now)
@@ -220,93 +288,89 @@ def main(scale: float, seconds: float, workers: int, keep: bool, no_partition_sc
             loaded[kind] = {"rows": loader.count_rows(path), "writes": n, "seconds": round(time.perf_counter() - t0, 1)}
             click.echo(f"loaded {kind}: {loaded[kind]}", err=True)
         out["load"] = loaded
-        from api.app import create_app
+    call = _client(db)
+    # Live posts by the followed authors: fanned out into R's cache (hour buckets of the last hours).
+    t0 = time.perf_counter()
+    for i in range(LIVE_POSTS):
+        author = AUTHORS0 + i % AUTHORS
+        call("post", f"/networks/{NET}/posts", ok=201,
+             json={"author_id": author, "content": f"live update {i}",
+                   "posted_at": _iso(now - timedelta(seconds=3 * (LIVE_POSTS - i)))})
+    out["live_posts_seconds"] = round(time.perf_counter() - t0, 1)
+    # 10% of H's likes taken back through the API.
+    t0 = time.perf_counter()
+    unlikers = data["hot_likers"][: plan.hot_likes // 10]
+    for u in unlikers:
+        call("delete", f"/networks/{NET}/posts/{H}/likes/{u}")
+    out["hot_unlikes"] = {"count": len(unlikers), "seconds": round(time.perf_counter() - t0, 1)}
+    data["hot_likes_left"] = plan.hot_likes - len(unlikers)
+    out["jobs_before_measuring"] = JobWorker(db, actions.run_job).drain().as_dict()
+    return data
 
-        app = create_app(db.settings, database=db)
-        local = threading.local()
 
-        def client():
-            c = getattr(local, "client", None)
-            if c is None:
-                c = local.client = app.test_client()
-            return c
+def _measure(db: Database, data: dict[str, Any], plan: Plan, out: dict[str, Any], seconds: float,
+             only: str | None, no_partition_scan: bool) -> None:
+    """Check the answers, time each operation at concurrency 1 and 8, scan the log and the partitions; fills
+    `out` (with its verdict). Toggled follows and likes are undone at the end: the data set stays as built."""
+    node = sc.local_node()
+    call = _client(db)
+    hot = call("get", f"/networks/{NET}/posts/{H}")
+    checks: dict[str, Any] = {"hot_post_likes": {"got": hot["like_count"], "want": data["hot_likes_left"]}}
+    for name, q, rare_only in (("q6_common", "common", False), ("q6_common_rareword", "common rareword", True)):
+        got = [p["post_id"] for p in call("get", f"/networks/{NET}/search", query_string={"q": q})["posts"]]
+        checks[name] = {"equal": got == reference_q6(data["posts"], data["likes"], rare_only), "got": got[:5]}
+    out["checks"] = checks
 
-        def call(method: str, url: str, ok: int = 200, **kw: Any) -> Any:
-            r = getattr(client(), method)(url, headers=ADMIN, **kw)
-            if r.status_code != ok:
-                raise RuntimeError(f"{method.upper()} {url}: {r.status_code} {r.get_data(as_text=True)[:200]}")
-            return r.json
+    followers, likers = Toggles(range(SPARE0, SPARE0 + plan.spare)), Toggles(range(SPARE0, SPARE0 + plan.spare))
 
-        # Live posts by the followed authors: fanned out into R's cache (hour buckets of the last hours).
-        t0 = time.perf_counter()
-        for i in range(LIVE_POSTS):
-            author = AUTHORS0 + i % AUTHORS
-            call("post", f"/networks/{NET}/posts", ok=201,
-                 json={"author_id": author, "content": f"live update {i}",
-                       "posted_at": _iso(now - timedelta(seconds=3 * (LIVE_POSTS - i)))})
-        out["live_posts_seconds"] = round(time.perf_counter() - t0, 1)
-        # 10% of H's likes taken back through the API.
-        t0 = time.perf_counter()
-        unlikers = data["hot_likers"][: plan.hot_likes // 10]
-        for u in unlikers:
-            call("delete", f"/networks/{NET}/posts/{H}/likes/{u}")
-        out["hot_unlikes"] = {"count": len(unlikers), "seconds": round(time.perf_counter() - t0, 1)}
-        jobs_done = JobWorker(db, actions.run_job).drain()
-        out["jobs_before_measuring"] = jobs_done.as_dict()
-        hot = call("get", f"/networks/{NET}/posts/{H}")
-        checks: dict[str, Any] = {"hot_post_likes": {"got": hot["like_count"],
-                                                     "want": plan.hot_likes - len(unlikers)}}
-        for name, q, rare_only in (("q6_common", "common", False), ("q6_common_rareword", "common rareword", True)):
-            got = [p["post_id"] for p in call("get", f"/networks/{NET}/search", query_string={"q": q})["posts"]]
-            checks[name] = {"equal": got == reference_q6(data["posts"], data["likes"], rare_only),
-                            "got": got[:5]}
-        out["checks"] = checks
+    def follow_or_unfollow() -> None:
+        a, do = followers.step()
+        call("put" if do else "delete", f"/networks/{NET}/accounts/{a}/follows/{C}")
 
-        followers, likers = Toggles(range(SPARE0, SPARE0 + plan.spare)), Toggles(range(SPARE0, SPARE0 + plan.spare))
+    def like_or_unlike() -> None:
+        a, do = likers.step()
+        call("put" if do else "delete", f"/networks/{NET}/posts/{H}/likes/{a}")
 
-        def follow_or_unfollow() -> None:
-            a, do = followers.step()
-            call("put" if do else "delete", f"/networks/{NET}/accounts/{a}/follows/{C}")
-
-        def like_or_unlike() -> None:
-            a, do = likers.step()
-            call("put" if do else "delete", f"/networks/{NET}/posts/{H}/likes/{a}")
-
-        ops = {
-            "follow_unfollow_celebrity": follow_or_unfollow, "like_unlike_hot_post": like_or_unlike,
-            "q6_common": lambda: call("get", f"/networks/{NET}/search", query_string={"q": "common"}),
-            "q6_common_rareword": lambda: call("get", f"/networks/{NET}/search",
-                                               query_string={"q": "common rareword"}),
-            "q4_newest": lambda: call("get", f"/networks/{NET}/accounts/{R}/home"),
-            "q4_likes": lambda: call("get", f"/networks/{NET}/accounts/{R}/home", query_string={"order": "likes"}),
-            "q1_celebrity": lambda: call("get", f"/networks/{NET}/accounts/{C}/posts"),
-        }
-        home = call("get", f"/networks/{NET}/accounts/{R}/home")
-        celebrity_ids = range(CELEBS0, CELEBS0 + CELEBS)
-        out["q4_first_read"] = {"cache_rebuilt": home["cache_rebuilt"],
-                                "celebrity_posts_on_page": sum(p["author_id"] in celebrity_ids for p in home["posts"])}
-        offset = sc.log_offset(node)
-        figures: dict[str, Any] = {}
-        for concurrency in (1, 8):
-            for name, fn in ops.items():
-                figures[f"{name}@c{concurrency}"] = sc.measure(fn, seconds=seconds, concurrency=concurrency)
-                click.echo(f"{name}@c{concurrency}: {figures[f'{name}@c{concurrency}']}", err=True)
-        out["latency"] = figures
-        out["tombstone_warnings"] = sc.tombstone_warnings(node, offset)
-        out["partitions"] = sc.largest_partitions(node, db.keyspace, NETWORK_TABLES,
-                                                   scan=not no_partition_scan)
-        out["verdict"] = verdict(out)
-        out["finished"] = datetime.now(UTC).isoformat()
-        set_db(None)
-    sc.write_result("scale_network", out)
-    sys.exit(0 if all(v["ok"] for v in out["verdict"].values()) else 1)
+    ops = {
+        "follow_unfollow_celebrity": follow_or_unfollow, "like_unlike_hot_post": like_or_unlike,
+        "q6_common": lambda: call("get", f"/networks/{NET}/search", query_string={"q": "common"}),
+        "q6_common_rareword": lambda: call("get", f"/networks/{NET}/search", query_string={"q": "common rareword"}),
+        "q4_newest": lambda: call("get", f"/networks/{NET}/accounts/{R}/home"),
+        "q4_likes": lambda: call("get", f"/networks/{NET}/accounts/{R}/home", query_string={"order": "likes"}),
+        "q1_celebrity": lambda: call("get", f"/networks/{NET}/accounts/{C}/posts"),
+    }
+    if only:
+        unknown = set(only.split(",")) - set(ops)
+        if unknown:
+            raise click.BadParameter(f"unknown operations {sorted(unknown)}; known: {sorted(ops)}", param_hint="--only")
+        ops = {k: v for k, v in ops.items() if k in only.split(",")}
+    home = call("get", f"/networks/{NET}/accounts/{R}/home")
+    celebrity_ids = range(CELEBS0, CELEBS0 + CELEBS)
+    out["q4_first_read"] = {"cache_rebuilt": home["cache_rebuilt"],
+                            "celebrity_posts_on_page": sum(p["author_id"] in celebrity_ids for p in home["posts"])}
+    offset = sc.log_offset(node)
+    figures: dict[str, Any] = {}
+    for concurrency in (1, 8):
+        for name, fn in ops.items():
+            figures[f"{name}@c{concurrency}"] = sc.measure(fn, seconds=seconds, concurrency=concurrency)
+            click.echo(f"{name}@c{concurrency}: {figures[f'{name}@c{concurrency}']}", err=True)
+    for a in followers.outstanding():
+        call("delete", f"/networks/{NET}/accounts/{a}/follows/{C}")
+    for a in likers.outstanding():
+        call("delete", f"/networks/{NET}/posts/{H}/likes/{a}")
+    out["latency"] = figures
+    out["tombstone_warnings"] = sc.tombstone_warnings(node, offset)
+    out["partitions"] = sc.largest_partitions(node, db.keyspace, NETWORK_TABLES, scan=not no_partition_scan)
+    out["verdict"] = verdict(out)
+    out["finished"] = datetime.now(UTC).isoformat()
 
 
 def verdict(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     lat, parts = out["latency"], out["partitions"]
 
-    def worst(names: list[str], concurrency: int = 1) -> float:
-        return max(lat[f"{n}@c{concurrency}"]["p99_ms"] for n in names)
+    def worst(names: list[str], concurrency: int = 1) -> float | None:
+        got = [lat[f"{n}@c{concurrency}"]["p99_ms"] for n in names if f"{n}@c{concurrency}" in lat]
+        return max(got) if got else None
 
     cache_rows = parts.get("home_timeline_buckets", {}).get("max_rows", 0)
     big = {t: {"rows": p.get("max_rows", 0), "bytes": p["max_partition_bytes"]} for t, p in parts.items()
@@ -319,6 +383,7 @@ def verdict(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "q6": {"p99_ms": worst(["q6_common", "q6_common_rareword"]), "target": TARGETS["q6_p99_ms"]},
         "q4": {"p99_ms": worst(["q4_newest", "q4_likes"]), "target": TARGETS["q4_p99_ms"]},
     }
+    out_v = {k: v for k, v in out_v.items() if v["p99_ms"] is not None}  # --only measured a subset
     for v in out_v.values():
         v["ok"] = v["p99_ms"] <= v["target"]
     errors = sum(f["errors"] for f in lat.values())

@@ -76,14 +76,25 @@ def account_writes(network: str, account: Account) -> list[tuple[Statement, Para
 
 
 def add_counts(db: Database, network: str, follower_id: int, followee_id: int, delta: int) -> None:
+    db.execute_many(count_writes(network, follower_id, followee_id, delta))
+
+
+def count_writes(network: str, follower_id: int, followee_id: int, delta: int) -> list[tuple[Statement, Params]]:
     """One follow (+1) or unfollow (-1): the followee's followers and the follower's follows, together."""
-    db.execute_many([(ADD_FOLLOWERS, (delta, network, bucket_of(followee_id), followee_id)),
-                     (ADD_FOLLOWS, (delta, network, bucket_of(follower_id), follower_id))])
+    return [(ADD_FOLLOWERS, (delta, network, bucket_of(followee_id), followee_id)),
+            (ADD_FOLLOWS, (delta, network, bucket_of(follower_id), follower_id))]
 
 
 def fresh_counts(db: Database, network: str, account_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
     """(followers, follows) of each account, read at LOCAL_QUORUM (after the caller's own increments)."""
-    futures = {a: db.execute_async(GET_COUNTS_FRESH, (network, bucket_of(a), a)) for a in dict.fromkeys(account_ids)}
+    return fresh_counts_from(start_fresh_counts(db, network, account_ids))
+
+
+def start_fresh_counts(db: Database, network: str, account_ids: Iterable[int]) -> dict[int, ResponseFuture]:
+    return {a: db.execute_async(GET_COUNTS_FRESH, (network, bucket_of(a), a)) for a in dict.fromkeys(account_ids)}
+
+
+def fresh_counts_from(futures: dict[int, ResponseFuture]) -> dict[int, tuple[int, int]]:
     out = {}
     for account_id, future in futures.items():
         row = future.result().one()
@@ -121,7 +132,15 @@ def set_counts(db: Database, network: str, wanted: dict[int, tuple[int, int]], *
 
 # -- celebrities -----------------------------------------------------------------------------------------------
 def is_celebrity(db: Database, network: str, account_id: int) -> bool:
-    return db.execute(IS_CELEBRITY, (network, account_id)).one() is not None
+    return is_celebrity_from(start_is_celebrity(db, network, account_id))
+
+
+def start_is_celebrity(db: Database, network: str, account_id: int) -> ResponseFuture:
+    return db.execute_async(IS_CELEBRITY, (network, account_id))
+
+
+def is_celebrity_from(future: ResponseFuture) -> bool:
+    return future.result().one() is not None
 
 
 def celebrities(db: Database, network: str) -> tuple[dict[int, int], int | None]:

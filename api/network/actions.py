@@ -82,34 +82,43 @@ def delete_post(db: Database, network: str, post: Post) -> int:
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
+# A like or unlike is three rounds: the transaction on the liker's own row (with the post's term buckets read
+# beside it), then the post-side row and counter with the top-list states, then the count read and published.
 def like(db: Database, network: str, post: Post, user_id: int) -> int:
     """`user_id` likes `post`; returns the post's like count. Idempotent."""
-    likes.add(db, network, post.post_id, user_id, datetime.now(UTC))
-    return _publish_likes(db, network, post)
+    buckets_f = posts.start_term_buckets(db, network, post.post_id)
+    liked_at = datetime.now(UTC)
+    applied = likes.claim_like(db, network, post.post_id, user_id, liked_at)
+    return _publish_likes(db, network, post, buckets_f, likes.like_done_writes(network, post.post_id, user_id,
+                                                                              liked_at, applied))
 
 
 def unlike(db: Database, network: str, post: Post, user_id: int) -> int:
-    likes.remove(db, network, post.post_id, user_id)
-    return _publish_likes(db, network, post)
+    buckets_f = posts.start_term_buckets(db, network, post.post_id)
+    applied = likes.claim_unlike(db, network, post.post_id, user_id)
+    return _publish_likes(db, network, post, buckets_f, likes.unlike_done_writes(network, post.post_id, user_id,
+                                                                                applied))
 
 
-def _publish_likes(db: Database, network: str, post: Post) -> int:
-    """Copy the post's counter onto its rows and postings (and top lists where it reaches the floor). The count
-    is read again after writing: a racing like that wrote an older count last is overwritten (converges)."""
-    buckets = posts.term_buckets(db, network, post.post_id)
-    tops = search.top_states(db, network, buckets)
+def _publish_likes(db: Database, network: str, post: Post, buckets_f=None,
+                   writes: list[tuple[Any, Any]] = ()) -> int:
+    """Finish a like's `writes`, then copy the post's counter onto its rows and postings (and top lists where
+    it reaches the floor). Each copy is written with the time the count was read: of two racing likes, the
+    later read (which includes the other's increment) wins whatever order the writes land in."""
+    buckets = posts.term_buckets_from(buckets_f or posts.start_term_buckets(db, network, post.post_id))
+    tops_f = search.start_top_states(db, network, buckets)
+    if writes:
+        db.execute_many(writes)
+    read_at = time.time_ns() // 1000
     count = likes.count(db, network, post.post_id)
-    for _attempt in range(3):
-        db.execute_many(posts.like_count_writes(network, post, count)
-                        + search.like_writes(network, post, buckets, count, tops))
-        again = likes.count(db, network, post.post_id)
-        if again == count:
-            break
-        count = again
+    db.execute_many(posts.like_count_writes(network, post, count, read_at)
+                    + search.like_writes(network, post, buckets, count, search.top_states_from(tops_f), read_at))
     return count
 
 
 # -- follow / unfollow -----------------------------------------------------------------------------------------
+# A follow is the transaction on the follower's own row, then one round of writes (the followee-side row, the
+# counters, the exclusion flag), then the counts and the celebrity mark read together: four rounds in all.
 @dataclasses.dataclass(frozen=True)
 class FollowResult:
     changed: bool  # False when the request repeated a state (nothing was counted)
@@ -122,17 +131,21 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
            ) -> FollowResult:
     """`follower` starts following `followee`. A followee reaching the hybrid threshold is promoted by a job."""
     ns = ns or network_settings()
-    changed = relations.add(db, network, follower, followee)
-    if changed:
-        accounts.add_counts(db, network, follower.account_id, followee.account_id, +1)
+    a, b = follower.account_id, followee.account_id
+    changed = relations.claim_follow(db, network, follower, followee)
+    db.execute_many(relations.follow_writes(network, follower, followee)
+                    + (accounts.count_writes(network, a, b, +1) if changed else [])
+                    + [timelines.excluded_write(network, a, b, False)])
+    # Read after the followee-side row is written: a promotion job that missed this follower in its follower
+    # list has already put the followee in the celebrity set, so this read sees it and marks the follower.
+    celebrity_f = accounts.start_is_celebrity(db, network, b)
     follower, followee = _with_fresh_counts(db, network, follower, followee)
-    timelines.set_excluded(db, network, follower.account_id, followee.account_id, False)
-    if accounts.is_celebrity(db, network, followee.account_id):
-        relations.mark_celebrity_followed(db, network, [follower.account_id], followee.account_id)
+    if accounts.is_celebrity_from(celebrity_f):
+        relations.mark_celebrity_followed(db, network, [a], b)
     elif changed:
-        _add_author_to_cache(db, ns, network, follower.account_id, followee.account_id)
+        _add_author_to_cache(db, ns, network, a, b)
         if ns.is_celebrity(followee.follower_count):
-            jobs.enqueue(db, network, jobs.CELEBRITY, followee.account_id)
+            jobs.enqueue(db, network, jobs.CELEBRITY, b)
             return FollowResult(changed, follower, followee, True)
     return FollowResult(changed, follower, followee, False)
 
@@ -140,18 +153,20 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
 def unfollow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
              ) -> FollowResult:
     """`follower` stops following `followee`. A celebrity falling below threshold x (1 - hysteresis) is
-    demoted (fanned out again) by a job."""
+    demoted (fanned out again) by a job. The unfollowed author's cached posts stay until they expire; reads
+    skip them from now on."""
     ns = ns or network_settings()
-    changed = relations.remove(db, network, follower.account_id, followee.account_id)
-    if changed:
-        accounts.add_counts(db, network, follower.account_id, followee.account_id, -1)
+    a, b = follower.account_id, followee.account_id
+    changed = relations.claim_unfollow(db, network, a, b)
+    db.execute_many(relations.unfollow_writes(network, a, b)
+                    + (accounts.count_writes(network, a, b, -1) if changed else [])
+                    + [timelines.excluded_write(network, a, b, True)]
+                    + list(relations.unmark_writes(network, [a], b)))
+    celebrity_f = accounts.start_is_celebrity(db, network, b) if changed else None
     follower, followee = _with_fresh_counts(db, network, follower, followee)
-    # The unfollowed author's cached posts stay until they expire; reads skip them from now on.
-    timelines.set_excluded(db, network, follower.account_id, followee.account_id, True)
-    relations.unmark_celebrity_followed(db, network, [follower.account_id], followee.account_id)
-    if changed and followee.follower_count < ns.demote_below and accounts.is_celebrity(db, network,
-                                                                                        followee.account_id):
-        jobs.enqueue(db, network, jobs.CELEBRITY, followee.account_id)
+    if celebrity_f is not None and followee.follower_count < ns.demote_below and accounts.is_celebrity_from(
+            celebrity_f):
+        jobs.enqueue(db, network, jobs.CELEBRITY, b)
         return FollowResult(changed, follower, followee, True)
     return FollowResult(changed, follower, followee, False)
 
@@ -284,14 +299,20 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     else:
         rows = _read_cache(db, network, account_id, state, needed, skip)
     valid = _valid_rows(rows, state, skip)
-    merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-    window = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))
-    current = posts.like_counts(db, network, (p.post_id for p in window[:needed + _SLACK]))
-    window = [p.with_likes(current[p.post_id]) for p in window[:needed + _SLACK] if p.post_id in current]
+    head = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))[:needed + _SLACK]
+    if len(head) >= needed and not rebuilt:
+        # A celebrity post older than every cached post read cannot reach the page (or the likes window).
+        merged_f = posts.start_recent_posts_of_authors(db, network, sorted(celebrities), head[-1].posted_at,
+                                                       needed, datetime.now(UTC))
+    else:
+        merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
+    current = posts.like_counts(db, network, (p.post_id for p in head))
+    window = [p.with_likes(current[p.post_id]) for p in head if p.post_id in current]
     if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
         newest, complete, _n = _newest_followed(db, ns, network, account_id)
         state = timelines.write_build(db, ns, network, account_id, newest, complete)
         rebuilt = True
+        merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
         current = posts.like_counts(db, network, (p.post_id for p in newest))
         window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
     celebrity_posts = merged_f()

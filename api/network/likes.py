@@ -48,30 +48,46 @@ def like_writes(network: str, post_id: int, user_id: int, liked_at: datetime | N
     return [(PUT_LIKE_BY_USER, (network, user_id, post_id, at)), (PUT_LIKE_BY_POST, (network, post_id, user_id, at))]
 
 
-def add(db: Database, network: str, post_id: int, user_id: int, liked_at: datetime) -> bool:
-    """`user_id` likes the post: True when this call created the like (and moved the counter)."""
-    applied = bool(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)).was_applied)
+def claim_like(db: Database, network: str, post_id: int, user_id: int, liked_at: datetime) -> bool:
+    """The liker's own likes_by_user row, by lightweight transaction: True when this call created the like
+    (only then may the caller move the counter). `like_done_writes` completes it."""
+    return bool(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)).was_applied)
+
+
+def like_done_writes(network: str, post_id: int, user_id: int, liked_at: datetime, applied: bool
+                     ) -> list[tuple[Statement, Params]]:
+    """The post-side row (written either way: a retry completes a half-done like) and, when this call's
+    transaction applied, the counter increment."""
     writes = [(PUT_LIKE_BY_POST, (network, post_id, user_id, liked_at))]
     if applied:
         writes.append((ADD_LIKES, (1, network, post_id)))
-    db.execute_many(writes)
-    return applied
+    return writes
 
 
-def remove(db: Database, network: str, post_id: int, user_id: int) -> bool:
-    """`user_id` no longer likes the post: True when this call removed the like (and moved the counter)."""
-    applied = bool(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)).was_applied)
+def claim_unlike(db: Database, network: str, post_id: int, user_id: int) -> bool:
+    """Delete the liker's own likes_by_user row by lightweight transaction: True when this call removed it."""
+    return bool(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)).was_applied)
+
+
+def unlike_done_writes(network: str, post_id: int, user_id: int, applied: bool) -> list[tuple[Statement, Params]]:
     writes = [(DELETE_LIKE_BY_POST, (network, post_id, user_id))]
     if applied:
         writes.append((ADD_LIKES, (-1, network, post_id)))
-    db.execute_many(writes)
-    return applied
+    return writes
+
+
+def start_count(db: Database, network: str, post_id: int):
+    return db.execute_async(GET_LIKES_FRESH, (network, post_id))
+
+
+def count_from(future) -> int:
+    row = future.result().one()
+    return (row.likes or 0) if row is not None else 0
 
 
 def count(db: Database, network: str, post_id: int) -> int:
     """The post's like counter, read at LOCAL_QUORUM (after this request's own increment)."""
-    row = db.execute(GET_LIKES_FRESH, (network, post_id)).one()
-    return (row.likes or 0) if row is not None else 0
+    return count_from(start_count(db, network, post_id))
 
 
 def recount(db: Database, network: str, post_id: int) -> int:

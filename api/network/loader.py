@@ -30,6 +30,7 @@ from api.network.values import Account, Post
 Progress = Callable[[int], None]
 KINDS = ("accounts", "relations", "posts", "likes")
 RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
+POST_BATCH = 8  # rows of one partition (a term's postings, an author's month): 8 x ~600 bytes stays under 5 KiB
 Writes = Iterator[tuple[Statement, Params]]
 RowWrites = Iterator[list[tuple[Statement, Params]]]  # the writes of each input row, row by row
 
@@ -195,9 +196,9 @@ class _RowProgress:
 
 
 def _write(db: Database, kind: str, rows: RowWrites, concurrency: int, progress: Progress) -> int:
-    batch_size = RELATION_BATCH if kind == "relations" else 1
+    batch_size = {"relations": RELATION_BATCH, "posts": POST_BATCH}.get(kind, 1)
     tracker = _RowProgress(progress)
-    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size,
+    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size, by_partition=True,
                               progress=tracker)
     tracker.finish()
     return written

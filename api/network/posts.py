@@ -42,10 +42,10 @@ DELETE_POST_BY_ID = Statement("DELETE FROM posts_by_id WHERE network = ? AND pos
 DELETE_POST_BY_AUTHOR = Statement(
     "DELETE FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ? AND posted_at = ? "
     "AND post_id = ?")
-SET_LIKES_BY_AUTHOR = Statement(
-    "UPDATE posts_by_author SET like_count = ? WHERE network = ? AND author_id = ? AND month = ? "
+SET_LIKES_BY_AUTHOR = Statement(  # USING TIMESTAMP: the time the count was read (see search.py)
+    "UPDATE posts_by_author USING TIMESTAMP ? SET like_count = ? WHERE network = ? AND author_id = ? AND month = ? "
     "AND posted_at = ? AND post_id = ?")
-SET_LIKES_BY_ID = Statement("UPDATE posts_by_id SET like_count = ? WHERE network = ? AND post_id = ?")
+SET_LIKES_BY_ID = Statement("UPDATE posts_by_id USING TIMESTAMP ? SET like_count = ? WHERE network = ? AND post_id = ?")
 POST_MONTHS = Statement("SELECT month FROM post_months_by_author WHERE network = ? AND author_id = ?")
 POSTS_OF_MONTH = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
@@ -53,6 +53,14 @@ POSTS_OF_MONTH = Statement(
 POSTS_OF_MONTH_BEFORE = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? AND (posted_at, post_id) < (?, ?) LIMIT ?")
+
+# Q4's celebrity merge once the cache bounds the window: every followed celebrity's posts since a time, in one
+# request over (celebrity x month) partitions, instead of a month listing and a read per celebrity.
+RECENT_OF_AUTHORS = Statement(
+    f"SELECT author_id, post_id, posted_at, {_POST_COLS} FROM posts_by_author "
+    "WHERE network = ? AND author_id IN ? AND month IN ? AND posted_at >= ? PER PARTITION LIMIT ?")
+_RECENT_MONTHS = 3  # months a `since` may reach back before the merge lists each author's months instead
+_RECENT_AUTHORS = 100  # authors per request (x months: partitions the coordinator reads)
 
 Position = tuple[str, datetime, int]  # (month, posted_at, post_id) of the last post of a Q1 page
 
@@ -88,7 +96,15 @@ def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int
 
 def term_buckets(db: Database, network: str, post_id: int) -> dict[str, int]:
     """term -> posting bucket of a post (where a like finds its postings)."""
-    row = db.execute(GET_TERM_BUCKETS, (network, post_id)).one()
+    return term_buckets_from(start_term_buckets(db, network, post_id))
+
+
+def start_term_buckets(db: Database, network: str, post_id: int) -> ResponseFuture:
+    return db.execute_async(GET_TERM_BUCKETS, (network, post_id))
+
+
+def term_buckets_from(future: ResponseFuture) -> dict[str, int]:
+    row = future.result().one()
     return dict(row.term_buckets or {}) if row is not None else {}
 
 
@@ -138,14 +154,61 @@ def start_posts_of_authors(db: Database, network: str, author_ids: Iterable[int]
 
     def finish() -> list[Post]:
         months = {a: [r.month for r in f.result()] for a, f in months_f.items()}
-        newest = {a: db.execute_async(POSTS_OF_MONTH, (network, a, m[0], limit)) for a, m in months.items() if m}
-        out: list[Post] = []
-        for a, future in newest.items():
-            got = [Post.from_row(r, a) for r in future.result()]
-            if len(got) < limit and len(months[a]) > 1:
-                got += posts_of_author(db, network, a, limit - len(got), months=months[a][1:])
-            out.extend(got)
-        return out
+        return _newest_of_each(db, network, {a: m for a, m in months.items() if m}, limit)
+    return finish
+
+
+def _newest_of_each(db: Database, network: str, months: dict[int, list[str]], limit: int) -> list[Post]:
+    """Every author's newest `limit` posts, given each author's months (newest first). All authors' reads of a
+    round are in flight together: the newest month first, then 2, 4, 8, 16 older months at a time for the
+    authors still short (a sparse author has a handful of posts per month)."""
+    got: dict[int, list[Post]] = {a: [] for a in months}
+    done = dict.fromkeys(months, 0)  # months read so far, per author
+    batch = 1
+    while True:
+        short = [a for a in months if len(got[a]) < limit and done[a] < len(months[a])]
+        if not short:
+            return [p for a in got for p in got[a][:limit]]
+        futures = [(a, db.execute_async(POSTS_OF_MONTH, (network, a, m, limit - len(got[a]))))
+                   for a in short for m in months[a][done[a]:done[a] + batch]]
+        for a, future in futures:
+            got[a].extend(Post.from_row(r, a) for r in future.result())
+        for a in short:
+            done[a] += batch
+        batch = min(batch * 2, 16)
+
+
+def months_since(since: datetime, now: datetime) -> list[str]:
+    """The month buckets from `since`'s to `now`'s, newest first."""
+    out, y, m = [], now.year, now.month
+    while (y, m) >= (since.year, since.month):
+        out.append(f"{y:04d}-{m:02d}")
+        y, m = (y, m - 1) if m > 1 else (y - 1, 12)
+    return out
+
+
+def start_recent_posts_of_authors(db: Database, network: str, author_ids: Iterable[int], since: datetime,
+                                  limit: int, now: datetime) -> Callable[[], list[Post]]:
+    """Every author's newest `limit` posts posted at or after `since` (unordered across authors). One request
+    per 100 authors when `since` lies in the last few months; else the month listings of
+    `start_posts_of_authors`, filtered."""
+    authors = list(dict.fromkeys(author_ids))
+    months = months_since(since, now)
+    if len(months) > _RECENT_MONTHS:
+        finish_all = start_posts_of_authors(db, network, authors, limit)
+        return lambda: [p for p in finish_all() if p.posted_at >= since]
+    futures = [db.execute_async(RECENT_OF_AUTHORS, (network, authors[i:i + _RECENT_AUTHORS], months, since, limit))
+               for i in range(0, len(authors), _RECENT_AUTHORS)]
+
+    def finish() -> list[Post]:
+        by_author: dict[int, list[Post]] = {}
+        for future in futures:
+            for r in future.result():
+                by_author.setdefault(r.author_id, []).append(Post.from_row(r))
+        # PER PARTITION LIMIT applies per month: keep each author's newest `limit` over its months.
+        return [p for got in by_author.values()
+                for p in (got if len(got) <= limit else
+                          sorted(got, key=lambda p: (p.posted_at, p.post_id), reverse=True)[:limit])]
     return finish
 
 
@@ -187,11 +250,12 @@ def delete_post_rows(db: Database, network: str, post: Post) -> None:
     db.execute(DELETE_POST_BY_ID, (network, post.post_id))
 
 
-def like_count_writes(network: str, post: Post, new_count: int) -> list[tuple[Statement, Params]]:
-    """Publish a post's like count (read from its counter) on its rows in posts_by_author and posts_by_id."""
-    return [(SET_LIKES_BY_AUTHOR, (new_count, network, post.author_id, month_of(post.posted_at), post.posted_at,
-                                   post.post_id)),
-            (SET_LIKES_BY_ID, (new_count, network, post.post_id))]
+def like_count_writes(network: str, post: Post, new_count: int, read_at: int) -> list[tuple[Statement, Params]]:
+    """Publish a post's like count (read from its counter at `read_at`, microseconds, which becomes the write
+    time) on its rows in posts_by_author and posts_by_id."""
+    return [(SET_LIKES_BY_AUTHOR, (read_at, new_count, network, post.author_id, month_of(post.posted_at),
+                                   post.posted_at, post.post_id)),
+            (SET_LIKES_BY_ID, (read_at, new_count, network, post.post_id))]
 
 
 def drop_network(db: Database, network: str, *, dry_run: bool = False,

@@ -61,21 +61,27 @@ def relation_write(network: str, account_id: int, rel_type: str, target_id: int,
     return PUT_RELATION, (network, account_id, rel_type, target_id, target_username)
 
 
-def add(db: Database, network: str, follower: Account, followee: Account) -> bool:
-    """`follower` follows `followee`: True when this call created the relation (its transaction applied).
-    The followee-side row is (re)written either way, so a retry completes a half-done follow."""
-    applied = db.execute(FOLLOW_IF_NEW, (network, follower.account_id, followee.account_id,
-                                         followee.username)).was_applied
-    db.execute_many([relation_write(network, followee.account_id, FOLLOWER, follower.account_id,
-                                    follower.username)])
-    return bool(applied)
+def claim_follow(db: Database, network: str, follower: Account, followee: Account) -> bool:
+    """The follower's own `follows` row, by lightweight transaction: True when this call created the relation
+    (only then may the caller move the counts). `follow_writes` completes it."""
+    return bool(db.execute(FOLLOW_IF_NEW, (network, follower.account_id, followee.account_id,
+                                           followee.username)).was_applied)
 
 
-def remove(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
-    """`follower` stops following `followee`: True when this call ended the relation."""
-    applied = db.execute(UNFOLLOW_IF_EXISTS, (network, follower_id, followee_id)).was_applied
-    db.execute(DELETE_RELATION, (network, followee_id, FOLLOWER, follower_id))
-    return bool(applied)
+def follow_writes(network: str, follower: Account, followee: Account) -> list[tuple[Statement, Params]]:
+    """The followee-side row of a follow, written whether or not this call's transaction applied, so a retry
+    completes a half-done follow."""
+    return [relation_write(network, followee.account_id, FOLLOWER, follower.account_id, follower.username)]
+
+
+def claim_unfollow(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
+    """Delete the follower's own `follows` row by lightweight transaction: True when this call ended the
+    relation. `unfollow_writes` completes it."""
+    return bool(db.execute(UNFOLLOW_IF_EXISTS, (network, follower_id, followee_id)).was_applied)
+
+
+def unfollow_writes(network: str, follower_id: int, followee_id: int) -> list[tuple[Statement, Params]]:
+    return [(DELETE_RELATION, (network, followee_id, FOLLOWER, follower_id))]
 
 
 def follows(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
@@ -113,12 +119,20 @@ def start_followed_celebrities(db: Database, network: str, account_id: int):
     return db.execute_async(FOLLOWED_CELEBRITIES, (network, account_id))
 
 
+def mark_writes(network: str, followers: Iterable[int], celebrity_id: int) -> Iterator[tuple[Statement, Params]]:
+    return ((PUT_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
+
+
+def unmark_writes(network: str, followers: Iterable[int], celebrity_id: int) -> Iterator[tuple[Statement, Params]]:
+    return ((DELETE_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
+
+
 def mark_celebrity_followed(db: Database, network: str, followers: Iterable[int], celebrity_id: int) -> int:
-    return db.execute_many((PUT_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
+    return db.execute_many(mark_writes(network, followers, celebrity_id))
 
 
 def unmark_celebrity_followed(db: Database, network: str, followers: Iterable[int], celebrity_id: int) -> int:
-    return db.execute_many((DELETE_FOLLOWED_CELEBRITY, (network, f, celebrity_id)) for f in followers)
+    return db.execute_many(unmark_writes(network, followers, celebrity_id))
 
 
 def each_follower(db: Database, network: str, account_ids: list[int]) -> Iterator[tuple[int, str | None]]:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassandra import ConsistencyLevel
+from cassandra.cluster import ResponseFuture
 from cassandra.query import UNSET_VALUE
 
 from api import partitions
@@ -43,9 +44,11 @@ _POSTING_COLS = "posted_at, post_id, author_id, author_username, original_author
 PUT_POSTING = Statement(
     "INSERT INTO term_postings (network, term, bucket, posted_at, post_id, author_id, author_username, "
     "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# A like publishes the count it read with the time it read it (USING TIMESTAMP): of two racing likes, the
+# later read (which saw the other's increment) wins, whatever order the writes arrive in.
 SET_POSTING_LIKES = Statement(
-    "UPDATE term_postings SET like_count = ? WHERE network = ? AND term = ? AND bucket = ? AND posted_at = ? "
-    "AND post_id = ?")
+    "UPDATE term_postings USING TIMESTAMP ? SET like_count = ? WHERE network = ? AND term = ? AND bucket = ? "
+    "AND posted_at = ? AND post_id = ?")
 DELETE_POSTING = Statement(
     "DELETE FROM term_postings WHERE network = ? AND term = ? AND bucket = ? AND posted_at = ? AND post_id = ?")
 POSTINGS = Statement(f"SELECT {_POSTING_COLS} FROM term_postings WHERE network = ? AND term = ? AND bucket = ? "
@@ -57,9 +60,12 @@ GET_POSTINGS = Statement("SELECT postings FROM term_counts WHERE network = ? AND
 PUT_TOP = Statement(
     "INSERT INTO term_top_posts (network, term, generation, post_id, posted_at, author_id, author_username, "
     "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?")
+PUT_TOP_LIKED = Statement(
+    "INSERT INTO term_top_posts (network, term, generation, post_id, posted_at, author_id, author_username, "
+    "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
 SET_TOP_LIKES = Statement(
-    "UPDATE term_top_posts USING TTL ? SET like_count = ? WHERE network = ? AND term = ? AND generation = ? "
-    "AND post_id = ?")
+    "UPDATE term_top_posts USING TTL ? AND TIMESTAMP ? SET like_count = ? WHERE network = ? AND term = ? "
+    "AND generation = ? AND post_id = ?")
 DELETE_TOP = Statement(
     "DELETE FROM term_top_posts WHERE network = ? AND term = ? AND generation = ? AND post_id = ?")
 TOP_POSTS = Statement(f"SELECT {_POSTING_COLS} FROM term_top_posts WHERE network = ? AND term = ? "
@@ -147,25 +153,32 @@ def grown(postings: int) -> bool:
 
 
 def like_writes(network: str, post: Post, buckets: dict[str, int], count: int,
-                tops: dict[str, TopState]) -> list[tuple[Statement, Params]]:
-    """After a like or unlike: the count on every posting of the post, and on (or into) the top list of each
-    common term where the post reaches the floor."""
+                tops: dict[str, TopState], read_at: int) -> list[tuple[Statement, Params]]:
+    """After a like or unlike: the count (read from the counter at `read_at`, microseconds) on every posting of
+    the post, and on (or into) the top list of each common term where the post reaches the floor."""
     writes: list[tuple[Statement, Params]] = [
-        (SET_POSTING_LIKES, (count, network, term, bucket, post.posted_at, post.post_id))
+        (SET_POSTING_LIKES, (read_at, count, network, term, bucket, post.posted_at, post.post_id))
         for term, bucket in sorted(buckets.items())]
     for term, state in tops.items():
         if count >= state.floor:
-            writes.append((PUT_TOP, (network, term, state.generation, post.post_id, post.posted_at, post.author_id,
-                                     _u(post.author_username), _u(post.original_author), _u(post.content), count,
-                                     TOP_TTL)))
+            writes.append((PUT_TOP_LIKED, (network, term, state.generation, post.post_id, post.posted_at,
+                                           post.author_id, _u(post.author_username), _u(post.original_author),
+                                           _u(post.content), count, TOP_TTL, read_at)))
         else:  # a post that fell below the floor keeps its row, with its count: readers check the floor
-            writes.append((SET_TOP_LIKES, (TOP_TTL, count, network, term, state.generation, post.post_id)))
+            writes.append((SET_TOP_LIKES, (TOP_TTL, read_at, count, network, term, state.generation, post.post_id)))
     return writes
 
 
 def top_states(db: Database, network: str, terms: Iterable[str]) -> dict[str, TopState]:
     """The current top list of each term that has one (common terms)."""
-    futures = {t: db.execute_async(GET_TOP_STATE, (network, t)) for t in dict.fromkeys(terms)}
+    return top_states_from(start_top_states(db, network, terms))
+
+
+def start_top_states(db: Database, network: str, terms: Iterable[str]) -> dict[str, ResponseFuture]:
+    return {t: db.execute_async(GET_TOP_STATE, (network, t)) for t in dict.fromkeys(terms)}
+
+
+def top_states_from(futures: dict[str, ResponseFuture]) -> dict[str, TopState]:
     out = {}
     for term, future in futures.items():
         row = future.result().one()

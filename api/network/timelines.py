@@ -132,7 +132,12 @@ def get_state(db: Database, network: str, account_id: int, *, fresh: bool = Fals
 
 
 def set_excluded(db: Database, network: str, account_id: int, author_id: int, excluded: bool) -> None:
-    db.execute(EXCLUDE_AUTHOR, (network, account_id, author_id, excluded))
+    db.execute(*excluded_write(network, account_id, author_id, excluded))
+
+
+def excluded_write(network: str, account_id: int, author_id: int, excluded: bool) -> tuple[Statement, Params]:
+    """Whether Q4 skips the author's cached posts (true after an unfollow; they expire with their bucket)."""
+    return EXCLUDE_AUTHOR, (network, account_id, author_id, excluded)
 
 
 def start_excluded(db: Database, network: str, account_id: int):

@@ -9,6 +9,7 @@ accounts.csv. Every query is answered by looking at everything: no index, no cac
 
 from __future__ import annotations
 
+import collections
 import csv
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +38,7 @@ class Reference:
                     "posted_at": datetime.fromisoformat(row["posted_at"].replace("Z", "+00:00")),
                     "content": row["content"]}
         self.likes: set[tuple[int, int]] = set()  # (post, user)
+        self._counted: collections.Counter | None = None  # like count per post, from `likes`
         with (clean_dir / "likes.csv").open(newline="") as f:
             for row in csv.DictReader(f):
                 self.likes.add((int(row["post_id"]), int(row["user_id"])))
@@ -49,7 +51,9 @@ class Reference:
         return {b for a, b in self.edges if a == account}
 
     def like_count(self, post_id: int) -> int:
-        return sum(1 for p, _ in self.likes if p == post_id)
+        if self._counted is None:  # recounted from the like pairs after every change
+            self._counted = collections.Counter(p for p, _ in self.likes)
+        return self._counted[post_id]
 
     # -- queries ---------------------------------------------------------------------------------------------
     def q1(self, account: int) -> list[int]:
@@ -99,9 +103,11 @@ class Reference:
 
     def like(self, post: int, user: int) -> None:
         self.likes.add((post, user))
+        self._counted = None
 
     def unlike(self, post: int, user: int) -> None:
         self.likes.discard((post, user))
+        self._counted = None
 
     def add_post(self, post_id: int, author: int, posted_at: datetime, content: str) -> None:
         self.posts[post_id] = {"post_id": post_id, "author_id": author, "posted_at": posted_at, "content": content}
@@ -109,3 +115,4 @@ class Reference:
     def delete_post(self, post_id: int) -> None:
         del self.posts[post_id]
         self.likes = {(p, u) for p, u in self.likes if p != post_id}
+        self._counted = None

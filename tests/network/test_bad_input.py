@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -66,8 +67,10 @@ def test_search_shows_current_like_counts_and_never_deleted_posts(client, db, us
     assert sorted(buckets) == ["sighting", "zebrafinch"]
 
     def stale_like_update() -> None:
+        # Written with a later timestamp than anything before it: after the delete it re-creates the postings.
+        at = time.time_ns() // 1000 + 1_000_000
         for term, bucket in buckets.items():
-            db.execute(SET_POSTING_LIKES, (57, NETWORK, term, bucket, posted_at, post["post_id"]))
+            db.execute(SET_POSTING_LIKES, (at, 57, NETWORK, term, bucket, posted_at, post["post_id"]))
 
     stale_like_update()
     found = client.get(f"/networks/{NETWORK}/search?q=zebrafinch").get_json()["posts"]

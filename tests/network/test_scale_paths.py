@@ -3,15 +3,18 @@ and counts that stay exact when the same follow or like is sent many times at on
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from api.db import get_db
-from api.network import accounts, actions, likes, search
+from api.network import accounts, actions, likes, posts, search
+from api.network.settings import NetworkSettings, set_network_settings
 from api.network.tokens import query_terms
-from tests.network.checks import Q6_QUERIES
-from tests.network.helpers import ADMIN
+from tests.network.checks import Q6_QUERIES, check_home
+from tests.network.helpers import ADMIN, CAP
 
 
 @pytest.fixture
@@ -94,3 +97,64 @@ def test_repeated_and_racing_follows_and_likes_count_once(fresh_net, client):
     repaired = actions.reconcile_counts(db, net.name, [followee, follower])["accounts_repaired"]
     assert repaired == {followee: (-3, 0), follower: (0, -3)}
     assert accounts.fresh_counts(db, net.name, [followee])[followee][0] == before + 1
+
+
+def test_a_like_count_read_earlier_never_overwrites_one_read_later(fresh_net, client):
+    """Two likes racing: the one that read the counter later (and so saw both increments) must win, even when
+    its write lands first."""
+    net, ref = fresh_net, fresh_net.ref
+    db = get_db()
+    post_id = next(iter(ref.posts))
+    post = posts.get_post(db, net.name, post_id)
+    buckets = posts.term_buckets(db, net.name, post_id)
+    assert buckets, "the post has indexed terms"
+    later = time.time_ns() // 1000 + 1_000_000
+    for count, read_at in ((ref.like_count(post_id) + 7, later), (ref.like_count(post_id) + 3, later - 500)):
+        db.execute_many(posts.like_count_writes(net.name, post, count, read_at)
+                        + search.like_writes(net.name, post, buckets, count, {}, read_at))
+    want = ref.like_count(post_id) + 7
+    assert client.get(f"/networks/{net.name}/posts/{post_id}").json["like_count"] == want
+    rows = search._postings(db, net.name, sorted(buckets)[0], [buckets[sorted(buckets)[0]]], 100_000)
+    assert [p.like_count for p in rows if p.post_id == post_id] == [want]
+
+
+def test_home_merges_recent_celebrity_posts_like_the_reference(fresh_net, client, monkeypatch):
+    """When the cache holds a full window of recent posts, Q4 reads the celebrities' posts since the window's
+    oldest in one bounded request (not every celebrity's months): the page still equals the reference, also
+    with a celebrity post just older than the window and one inside it."""
+    net, ref = fresh_net, fresh_net.ref
+    db = get_db()
+    celeb = ref.q2(1)[0][0]
+    author = next(a for a, _ in ref.q2(100)[10:] if a != celeb)
+    user = next(u for u in sorted(ref.followers(celeb)) if u not in (author, celeb))
+    threshold = len(ref.followers(celeb))
+    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    actions.apply_threshold(db, net.name)
+    assert accounts.is_celebrity(db, net.name, celeb) and not accounts.is_celebrity(db, net.name, author)
+    if author not in ref.follows(user):
+        assert client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN).status_code == 200
+        ref.follow(user, author)
+    client.get(f"/networks/{net.name}/accounts/{user}/home")  # the cache exists: new posts are fanned in
+    now = datetime.now(UTC).replace(microsecond=0)
+
+    def post(who: int, text: str, at: datetime) -> None:
+        r = client.post(f"/networks/{net.name}/posts", headers=ADMIN,
+                        json={"author_id": who, "content": text, "posted_at": at.isoformat()})
+        assert r.status_code == 201, r.json
+        ref.add_post(r.json["post"]["post_id"], who, at, text)
+
+    for i in range(CAP + 5):  # a full window of the author's posts, one every 10 s
+        post(author, f"window post {i}", now - timedelta(seconds=10 * (CAP + 5 - i)))
+    post(celeb, "celebrity inside the window", now - timedelta(seconds=10 * 12 + 5))
+    post(celeb, "celebrity just older than the window", now - timedelta(seconds=10 * (CAP + 6)))
+    fan = sorted(ref.usernames)[:3]
+    for u in fan:  # likes decide the likes order
+        newest = ref.q1(celeb)[0]
+        assert client.put(f"/networks/{net.name}/posts/{newest}/likes/{u}", headers=ADMIN).status_code == 200
+        ref.like(newest, u)
+    recent_reads = []
+    real = posts.start_recent_posts_of_authors
+    monkeypatch.setattr(posts, "start_recent_posts_of_authors",
+                        lambda *a, **kw: recent_reads.append(a[2]) or real(*a, **kw))
+    assert check_home(client, net.name, ref, [user]) == 2
+    assert recent_reads == [[celeb], [celeb]]  # both orders took the bounded path
