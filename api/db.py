@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - depends on how the driver was b
 _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE)
 # A lightweight transaction: `IF NOT EXISTS`, `IF EXISTS` or `IF <column> ...` after the statement's WHERE/VALUES.
 _CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
+_BATCH_PARTITIONS = 10  # Cassandra's unlogged_batch_across_partitions_warn_threshold
 _FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
@@ -172,8 +173,7 @@ class Database:
                                           timeout=self.settings.request_timeout)
 
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
-                     batch_size: int = 1, by_partition: bool = False,
-                     progress: Callable[[int], None] | None = None) -> int:
+                     batch_size: int = 1, progress: Callable[[int], None] | None = None) -> int:
         """Run many (statement, params) pairs, `concurrency` requests (rows or batches) in flight; returns the
         number of rows written.
 
@@ -181,9 +181,9 @@ class Database:
         every statement is prepared once, measured (latency and errors per statement name) and bounded in
         flight. `writes` may be a lazy iterator of any length: it is pulled in slices on the calling thread
         (preparing on the driver's I/O thread would deadlock). With `batch_size` > 1, writes of one statement
-        whose partitions live on the same replica (`by_partition`: in the same partition) go out as unlogged
-        batches of up to `batch_size` rows, so each batch is one local mutation per partition instead of a
-        coordinator fan-out (about three times cheaper per row for the driver and the node).
+        whose partitions live on the same replica go out as unlogged batches of up to `batch_size` rows over
+        at most 10 partitions, so each batch is one local mutation per partition instead of a coordinator
+        fan-out (about three times cheaper per row for the driver and the node).
         `progress(n)` is called as rows complete. The first failure stops the sending and is raised (writes
         already sent may still land); every write Chronicle makes is idempotent, so running the same set
         again completes it.
@@ -196,7 +196,7 @@ class Database:
             chunk = list(itertools.islice(iterator, _MANY_SLICE))
             if not chunk:
                 return written
-            requests = self._many_requests(chunk, batch_size, by_partition)
+            requests = self._many_requests(chunk, batch_size)
             started = time.perf_counter()
             names = {id(stmt): stmt.name for stmt, _ in chunk}
             try:
@@ -243,41 +243,51 @@ class Database:
                 metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
         return len(writes)
 
-    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int, by_partition: bool
+    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int
                        ) -> list[tuple[Any, Any, int, Statement]]:
         """(request, params, rows, statement) for each write or batch of one slice of `execute_many`."""
         prepared = {id(stmt): self.prepared(stmt) for stmt, _ in chunk}
         if batch_size <= 1:
             return [(prepared[id(stmt)], params, 1, stmt) for stmt, params in chunk]
-        # Rows are grouped by partition (`by_partition`: a batch is one mutation, never Cassandra's
-        # multi-partition batch warning; for bulk loads) or by first replica (fan-out: one local mutation per
-        # partition on that replica instead of a coordinator fan-out).
+        # Grouped by first replica (one local mutation per partition on it, not a coordinator fan-out), and
+        # at most _BATCH_PARTITIONS partitions per batch (rows of one partition kept together): Cassandra warns
+        # about unlogged batches across more partitions than that.
         metadata = self.cluster.metadata
         single_host = len(metadata.all_hosts()) <= 1
-        groups: dict[tuple[int, Any], list[Any]] = {}
+        groups: dict[tuple[int, Any], list[tuple[bytes, Statement, Params, Any]]] = {}
         for stmt, params in chunk:
             bound = prepared[id(stmt)].bind(params)
-            if by_partition:
-                key = bound.routing_key
-            elif single_host:
-                key = None
-            else:
-                replicas = metadata.get_replicas(self.keyspace, bound.routing_key)
-                key = replicas[0].host_id if replicas else None
-            groups.setdefault((id(stmt), key), []).append((stmt, params, bound))
+            key = bound.routing_key
+            replica = None
+            if not single_host:
+                replicas = metadata.get_replicas(self.keyspace, key)
+                replica = replicas[0].host_id if replicas else None
+            groups.setdefault((id(stmt), replica), []).append((key, stmt, params, bound))
         out: list[tuple[Any, Any, int, Statement]] = []
+
+        def flush(part: list[tuple[bytes, Statement, Params, Any]]) -> None:
+            stmt = part[0][1]
+            if len(part) == 1:
+                out.append((prepared[id(stmt)], part[0][2], 1, stmt))
+                return
+            level = prepared[id(stmt)].consistency_level
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=level)
+            for row in part:
+                batch.add(row[3])
+            out.append((batch, None, len(part), stmt))
+
         for rows in groups.values():
-            stmt = rows[0][0]
-            ps = prepared[id(stmt)]
-            for i in range(0, len(rows), batch_size):
-                part = rows[i:i + batch_size]
-                if len(part) == 1:
-                    out.append((ps, part[0][1], 1, stmt))
-                    continue
-                batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ps.consistency_level)
-                for _stmt, _params, bound in part:
-                    batch.add(bound)
-                out.append((batch, None, len(part), stmt))
+            rows.sort(key=lambda row: row[0])
+            part: list[tuple[bytes, Statement, Params, Any]] = []
+            keys: set[bytes] = set()
+            for row in rows:
+                if len(part) == batch_size or (row[0] not in keys and len(keys) == _BATCH_PARTITIONS):
+                    flush(part)
+                    part, keys = [], set()
+                part.append(row)
+                keys.add(row[0])
+            if part:
+                flush(part)
         return out
 
     def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None,

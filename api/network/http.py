@@ -67,10 +67,18 @@ def _network(network: str) -> str:
 
 
 def _account(network: str, account_id: int) -> Account:
-    account = accounts.get_account(get_db(), _network(network), account_id)
-    if account is None:
-        abort(404, message=f"account {account_id} not found in network {network}")
-    return account
+    return _accounts(network, account_id)[0]
+
+
+def _accounts(network: str, *account_ids: int) -> list[Account]:
+    """The accounts, read together (404 for the first one missing)."""
+    db = get_db()
+    futures = [accounts.start_get_account(db, _network(network), a) for a in account_ids]
+    found = [accounts.account_from(f) for f in futures]
+    for account_id, account in zip(account_ids, found, strict=True):
+        if account is None:
+            abort(404, message=f"account {account_id} not found in network {network}")
+    return found
 
 
 def _post(network: str, post_id: int) -> Post:
@@ -168,7 +176,7 @@ class Follow(MethodView):
 
     def _pair(self, network: str, account_id: int, target_id: int) -> tuple[Account, Account]:
         _admin()
-        follower, followee = _account(network, account_id), _account(network, target_id)
+        follower, followee = _accounts(network, account_id, target_id)
         if account_id == target_id:
             abort(422, message="an account cannot follow itself")
         return follower, followee
@@ -233,8 +241,10 @@ class Like(MethodView):
 
     def _post_and_user(self, network: str, post_id: int, user_id: int) -> Post:
         _admin()
+        user_f = accounts.start_get_account(get_db(), _network(network), user_id)
         post = _post(network, post_id)
-        _account(network, user_id)
+        if accounts.account_from(user_f) is None:
+            abort(404, message=f"account {user_id} not found in network {network}")
         return post
 
     @blp.response(200, LikeResultSchema)

@@ -29,8 +29,9 @@ from api.network.values import Account, Post
 
 Progress = Callable[[int], None]
 KINDS = ("accounts", "relations", "posts", "likes")
-RELATION_BATCH = 50  # ~50 bytes a row: well under the 5 KiB batch warning
-POST_BATCH = 8  # rows of one partition (a term's postings, an author's month): 8 x ~600 bytes stays under 5 KiB
+# Rows per unlogged batch (at most 10 partitions each, see Database.execute_many), kept under Cassandra's 5 KiB
+# batch-size warning: relation, account and like rows are ~50 bytes, a post row up to ~600.
+BATCH_ROWS = {"accounts": 10, "relations": 50, "posts": 8, "likes": 10}
 Writes = Iterator[tuple[Statement, Params]]
 RowWrites = Iterator[list[tuple[Statement, Params]]]  # the writes of each input row, row by row
 
@@ -66,7 +67,7 @@ def set_account_counts(db: Database, network: str, path: Path) -> int:
 
 def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
     """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
-    (they go out in unlogged batches of RELATION_BATCH)."""
+    (they go out in unlogged batches)."""
     for account_id, _name, rel_type, target_id, target_name in _rows(path):
         account = int(account_id)
         if (account + len(rel_type)) % workers == worker:
@@ -196,9 +197,9 @@ class _RowProgress:
 
 
 def _write(db: Database, kind: str, rows: RowWrites, concurrency: int, progress: Progress) -> int:
-    batch_size = {"relations": RELATION_BATCH, "posts": POST_BATCH}.get(kind, 1)
+    batch_size = BATCH_ROWS[kind]
     tracker = _RowProgress(progress)
-    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size, by_partition=True,
+    written = db.execute_many(tracker.writes(rows), concurrency=concurrency, batch_size=batch_size,
                               progress=tracker)
     tracker.finish()
     return written

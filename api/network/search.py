@@ -225,6 +225,7 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
     """The `limit` most-liked posts holding every term (ties: newest first)."""
     if not terms:
         return Found([], True)
+    tops_f = start_top_states(db, network, terms)  # with the counts: one round for both
     counts = term_counts(db, network, terms)
     if min(counts.values()) == 0:
         return Found([], True)
@@ -233,7 +234,7 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
     if n <= RARE_POSTINGS:
         rows = _postings(db, network, driver, range(bucket_of(n - 1) + 1), RARE_POSTINGS + 1)
         return Found(_confirmed_top(_holding(rows, terms), like_counts, limit), True)
-    state = top_states(db, network, [driver]).get(driver)
+    state = top_states_from({driver: tops_f[driver]}).get(driver)
     candidates: list[Post] = []
     if state is not None:
         rows = db.execute_async(TOP_POSTS, (network, driver, state.generation)).result()
