@@ -36,7 +36,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, WriteTimeout
+from cassandra.protocol import ErrorMessage
 
 from api.db import Database, Params, Statement
 
@@ -89,6 +90,11 @@ ACQUIRE = Statement(
 RENEW = Statement(
     "UPDATE work_shards USING TTL ? SET owner = ? WHERE queue = ? AND shard = ? IF owner = ?", idempotent=False)
 RELEASE = Statement("DELETE FROM work_shards WHERE queue = ? AND shard = ? IF owner = ?", idempotent=False)
+# After a lease transaction whose outcome is unknown: a serial read finishes any Paxos round in flight, then
+# tells who holds the shard.
+SHARD_OWNER_SERIAL = Statement("SELECT owner FROM work_shards WHERE queue = ? AND shard = ?",
+                               name="SELECT work_shards (serial)", consistency=ConsistencyLevel.LOCAL_SERIAL)
+_CAS_WRITE_UNKNOWN = 0x1700  # protocol v5: the Paxos proposal was accepted by some replicas, not a quorum
 SELECT_OWNERS = Statement("SELECT shard, owner FROM work_shards WHERE queue = ? AND shard IN ?", consistency=_READ)
 HEARTBEAT = Statement("INSERT INTO work_workers (queue, owner, seen_us) VALUES (?, ?, ?) USING TTL ?")
 # A worker that stops says so at once (one row; the only other delete here is a shard lease's).
@@ -207,7 +213,7 @@ class _Consumer:
         for shard, state in list(self.shards.items()):
             if state.lease_until - mono < LEASE_SECONDS / 2:
                 started = time.monotonic()
-                if self.db.execute(RENEW, (LEASE_SECONDS, self.owner, self.queue, shard, self.owner)).was_applied:
+                if self._lease_cas(RENEW, (LEASE_SECONDS, self.owner, self.queue, shard, self.owner), shard):
                     state.lease_until = started + LEASE_SECONDS
                 else:
                     del self.shards[shard]  # lost it (expired and taken): the new owner re-reads
@@ -230,17 +236,38 @@ class _Consumer:
             if len(self.shards) >= target:
                 break
             started = time.monotonic()
-            if self.db.execute(ACQUIRE, (self.queue, shard, self.owner, LEASE_SECONDS)).was_applied:
+            if self._lease_cas(ACQUIRE, (self.queue, shard, self.owner, LEASE_SECONDS), shard):
                 pairs = {r.grp: _Pair(cp=(r.due_us, r.key, r.attempt), cursor=(r.due_us, r.key, r.attempt))
                          for r in self.db.execute(SELECT_CHECKPOINTS, (self.queue, shard))}
                 for pair in pairs.values():
                     pair.written = pair.cp
                 self.shards[shard] = _Shard(lease_until=started + LEASE_SECONDS, pairs=pairs)
 
+    def _lease_cas(self, statement: Statement, params: Params, shard: int) -> bool:
+        """Run a lease transaction: whether this worker holds the shard after it. On a cluster under load a
+        transaction can end with its outcome unknown (a timeout, or a proposal accepted by too few replicas):
+        then the lease row is read serially, and the answer is whoever it names (if that read fails too, the
+        shard is treated as not held: a lease this worker may hold still expires on its own)."""
+        try:
+            return bool(self.db.execute(statement, params).was_applied)
+        except (WriteTimeout, ErrorMessage) as exc:
+            if not isinstance(exc, WriteTimeout) and getattr(exc, "code", None) != _CAS_WRITE_UNKNOWN:
+                raise
+        try:
+            row = self.db.execute(SHARD_OWNER_SERIAL, (self.queue, shard)).one()
+        except Exception:  # noqa: BLE001 - unknown stays unknown: not held
+            return False
+        return row is not None and row.owner == self.owner
+
     def release(self, shard: int) -> None:
         state = self.shards.pop(shard)
         self.flush(state, shard, force=True)
-        self.db.execute(RELEASE, (self.queue, shard, self.owner))
+        try:
+            self.db.execute(RELEASE, (self.queue, shard, self.owner))
+        except (WriteTimeout, ErrorMessage) as exc:
+            if not isinstance(exc, WriteTimeout) and getattr(exc, "code", None) != _CAS_WRITE_UNKNOWN:
+                raise
+            # Outcome unknown: if the lease is still ours it expires within LEASE_SECONDS.
 
     def stop(self) -> None:
         for shard in list(self.shards):

@@ -198,3 +198,35 @@ def test_lightweight_transactions_use_local_serial(db):
         assert db.prepared(statement).serial_consistency_level == ConsistencyLevel.LOCAL_SERIAL
     # Reads of other processes' writes (items, checkpoints) are LOCAL_QUORUM whatever the default read level.
     assert db.prepared(workqueue.SELECT_ITEMS).consistency_level == ConsistencyLevel.LOCAL_QUORUM
+
+
+def test_a_lease_transaction_with_an_unknown_outcome_is_settled_by_a_serial_read(db, queue, quick, monkeypatch):
+    """On a loaded cluster a lease transaction can end "CAS operation result is unknown" (seen on the 3-node
+    run). The worker must not crash: it reads the lease serially and keeps the shards that name it, and only
+    those (a second worker then takes the rest, so no shard is held twice)."""
+    from cassandra.protocol import ErrorMessage
+
+    workqueue.enqueue(db, queue, "G1", "k1", {"n": 1})
+    real = db.execute
+    failed: list[int] = []
+
+    def flaky(statement, params=(), **kw):
+        result = real(statement, params, **kw)  # the transaction runs (and applies, or not) ...
+        if statement is workqueue.ACQUIRE and len(failed) < 3:
+            failed.append(params[1])
+            # ... but the client only learns that its outcome is unknown (protocol error 0x1700, as the node sends)
+            raise ErrorMessage(0x1700, "CAS operation result is unknown - proposal accepted by 1 but not a quorum.",
+                               None)
+        return result
+
+    monkeypatch.setattr(db, "execute", flaky)
+    try:
+        got = drain(db, queue, "w1")
+        assert [item.key for item in got] == ["k1"]
+        assert len(failed) == 3
+        owners = {r.shard: r.owner for r in real(workqueue.SELECT_OWNERS, (queue, list(range(workqueue.SHARDS))))}
+        held = workqueue._consumer(db, queue, "w1").shards
+        assert set(failed) <= set(held)  # those transactions did apply: the serial read found them ours
+        assert {s for s, o in owners.items() if o == "w1"} == set(held)
+    finally:
+        workqueue.stop(db, queue, "w1")
