@@ -82,8 +82,8 @@ def delete_post(db: Database, network: str, post: Post) -> int:
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
-# A like or unlike is three rounds: the transaction on the liker's own row (with the post's term buckets read
-# beside it), then the post-side row and counter with the top-list states, then the count read and published.
+# A like or unlike is four rounds: the transaction on the liker's own row (with the post's term buckets read
+# beside it), then the post-side row and counter with the top-list states, then the count, then its copies.
 def like(db: Database, network: str, post: Post, user_id: int) -> int:
     """`user_id` likes `post`; returns the post's like count. Idempotent."""
     buckets_f = posts.start_term_buckets(db, network, post.post_id)
