@@ -6,10 +6,20 @@ import dataclasses
 import logging
 import signal
 import sys
+from typing import Any
 
 import click
 
-from api.cli.common import CONTEXT, EXIT_FAILED, EXIT_USAGE, cassandra_errors, fail_on
+from api.cli.common import (
+    CONTEXT,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    cassandra_errors,
+    emit,
+    fail,
+    fail_on,
+    progress_bars,
+)
 from api.config import Settings
 
 
@@ -95,3 +105,192 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
                f"skipped={total.skipped}", err=True)
     if fail_on_error and total.failed:
         sys.exit(EXIT_FAILED)
+
+
+# -- history in and out ------------------------------------------------------------------------------------
+
+EXIT_BAD_TOKEN, EXIT_MISSING_SCOPE, EXIT_RATE_LIMITED = 5, 6, 7
+
+
+def _database(keyspace: str | None) -> Any:
+    from api.db import Database
+    from api.observability import configure_logging
+
+    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+        settings = Settings.from_env()
+        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
+    configure_logging(settings.log_level)
+    logging.getLogger("cassandra").setLevel(logging.WARNING)
+    return Database(settings)
+
+
+def _epoch(value: str | None, option: str) -> int | None:
+    """YYYY-MM-DD (UTC midnight) or a Slack ts, as µs."""
+    if value is None:
+        return None
+    import datetime as dt
+
+    from api.slack.timeutil import BadTimestamp, ts_to_us
+    try:
+        return int(dt.datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=dt.UTC).timestamp()) * 1_000_000
+    except ValueError:
+        pass
+    try:
+        return ts_to_us(value)
+    except BadTimestamp:
+        fail(f"{option}: {value!r} is neither YYYY-MM-DD nor a Slack ts", EXIT_USAGE)
+
+
+@slack.command("backfill", context_settings=CONTEXT, short_help="Fetch a workspace's history via the Web API.")
+@click.option("--team", "team_id", required=True, help="Workspace id (its bot token: CHRONICLE_SLACK_BOT_TOKENS "
+              "T=xoxb-... or CHRONICLE_SLACK_BOT_TOKEN).")
+@click.option("--channels", default=None, help="Comma-separated channel ids or names (default: every channel).")
+@click.option("--refetch-days", type=click.IntRange(0), default=7, show_default=True,
+              help="Start this many days before each channel's cursor (edits, deletes, reactions, replies).")
+@click.option("--max-age-days", type=click.IntRange(0), default=21, show_default=True,
+              help="Never fetch further back than this many days (0 = everything).")
+@click.option("--include-private", is_flag=True, help="Also private channels the bot is a member of.")
+@click.option("--rate-wait-budget", type=float, default=900.0, show_default=True,
+              help="Seconds of rate-limit waiting (Retry-After) allowed before giving up (exit 7).")
+@click.option("--dry-run", is_flag=True, help="Fetch and count; write nothing (cursors do not move).")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days: int, include_private: bool,
+             rate_wait_budget: float, dry_run: bool, keyspace: str | None, progress: bool) -> None:
+    """Backfill a workspace's history through Slack's Web API into the archive (docs/slack-history.md).
+
+    users.list, conversations.list, conversations.members (a member count per run), conversations.history per
+    channel from its cursor (minus --refetch-days, within --max-age-days) and conversations.replies for every
+    thread. Resumable: kill it at any moment and run it again; nothing is lost or stored twice. Prints a JSON
+    report.
+
+    Exit codes: 0 done, 1 Slack answered an error, 2 usage error or no token, 3 Cassandra unreachable,
+    5 the token was refused, 6 the token lacks a scope, 7 rate limited beyond --rate-wait-budget.
+    """
+    from api.slack.backfill import Backfill, BackfillError, Options
+    from api.slack.settings import SlackSettings
+
+    slack_settings = SlackSettings.from_env()
+    token = slack_settings.token_for(team_id)
+    if not token:
+        fail(f"no bot token for {team_id}: set CHRONICLE_SLACK_BOT_TOKENS={team_id}=xoxb-... "
+             "(or CHRONICLE_SLACK_BOT_TOKEN)", EXIT_USAGE)
+    wanted = frozenset(c.strip() for c in channels.split(",") if c.strip()) if channels else None
+    options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,
+                      channels=wanted, dry_run=dry_run, rate_wait_budget=rate_wait_budget)
+    db = _database(keyspace)
+    codes = {"bad_token": EXIT_BAD_TOKEN, "missing_scope": EXIT_MISSING_SCOPE, "rate_limited": EXIT_RATE_LIMITED}
+    try:
+        with cassandra_errors(), progress_bars(progress) as bar:
+            bars: dict[str, Any] = {"messages": bar("messages", None)}
+
+            def on_progress(kind: str, n: Any) -> None:
+                if kind == "channels":
+                    bars["channels"] = bar("channels", n)
+                else:
+                    bars[kind](n)
+
+            try:
+                report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,
+                                  progress=on_progress).run()
+            except BackfillError as exc:
+                fail(str(exc), codes.get(exc.kind, EXIT_FAILED))
+    finally:
+        db.close()
+    emit(report.to_json())
+
+
+@slack.command("import-export", context_settings=CONTEXT, short_help="Import a Slack export ZIP.")
+@click.argument("zip_path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--team", "team_id", default=None, help="Workspace id (default: the team_id in users.json).")
+@click.option("--include-private", is_flag=True, help="Also import private channels (groups.json).")
+@click.option("--observed-at", default=None,
+              help="When the export was made (YYYY-MM-DD or a Slack ts; default: the newest entry time in the ZIP).")
+@click.option("--max-bytes", type=int, default=64 * 1024**3, show_default=True,
+              help="Refuse archives larger than this uncompressed (ZIP bombs).")
+@click.option("--max-entries", type=int, default=5_000_000, show_default=True,
+              help="Refuse archives with more entries.")
+@click.option("--dry-run", is_flag=True, help="Read and check everything, report counts per channel, write nothing.")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def import_export(zip_path: str, team_id: str | None, include_private: bool, observed_at: str | None,
+                  max_bytes: int, max_entries: int, dry_run: bool, keyspace: str | None, progress: bool) -> None:
+    """Import a Slack export ZIP (Slack's own export, slackdump's export) into the archive.
+
+    Streams one day file at a time (memory bounded whatever the ZIP size); resumable (a re-run skips the day
+    files already stored, and what it redoes is idempotent); files are queued for the file worker like live
+    file_share events. Prints a JSON report: counts per channel and what was skipped, with reasons.
+
+    Exit codes: 0 imported (some items may be skipped: see the report), 1 nothing could be imported (not a
+    ZIP, over the limits, no workspace), 2 usage error, 3 Cassandra unreachable.
+    """
+    from api.slack.zip_import import BadArchive, Limits
+    from api.slack.zip_import import import_export as run_import
+
+    limits = Limits(max_total_bytes=max_bytes, max_entries=max_entries)
+    at = _epoch(observed_at, "--observed-at")
+    db = None if dry_run else _database(keyspace)
+    try:
+        with cassandra_errors(), progress_bars(progress) as bar:
+            bars: dict[str, Any] = {}
+
+            def on_day_files(total: int) -> None:
+                bars["files"] = bar("day files", total)
+                bars["messages"] = bar("messages", None)
+
+            def on_progress(_channel: str, n: int) -> None:
+                bars["files"](1)
+                bars["messages"](n)
+
+            try:
+                report = run_import(db, zip_path, team_id=team_id, include_private=include_private,
+                                    dry_run=dry_run, observed_at=at, limits=limits, progress=on_progress,
+                                    on_day_files=on_day_files)
+            except BadArchive as exc:
+                fail(f"{zip_path}: {exc}", EXIT_FAILED)
+    finally:
+        if db is not None:
+            db.close()
+    emit(report.to_json())
+    if not report.imported_anything:
+        fail("nothing could be imported (see the report's skipped reasons)", EXIT_FAILED)
+
+
+@slack.command("export", context_settings=CONTEXT, short_help="Export a workspace's archive as a Slack export ZIP.")
+@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="The ZIP file to write.")
+@click.option("--from", "since", default=None, help="First day (YYYY-MM-DD, UTC) or Slack ts (inclusive).")
+@click.option("--to", "until", default=None, help="End day (YYYY-MM-DD, UTC) or Slack ts (exclusive).")
+@click.option("--channels", default=None, help="Comma-separated channel ids or names (default: every channel).")
+@click.option("--include-deleted", is_flag=True, help="Also deleted messages (marked \"deleted\": true).")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def export(team_id: str, out_path: str, since: str | None, until: str | None, channels: str | None,
+           include_deleted: bool, keyspace: str | None, progress: bool) -> None:
+    """Write the workspace's archive in Slack's export layout (users.json, channels.json, groups.json, one folder
+    of YYYY-MM-DD.json day files per channel), streaming one day file at a time. Edited messages carry their
+    current text; deleted ones are left out unless --include-deleted.
+
+    Exit codes: 0 written, 1 failed, 2 usage error, 3 Cassandra unreachable.
+    """
+    from api.slack.zip_export import export as run_export
+
+    lo, hi = _epoch(since, "--from"), _epoch(until, "--to")
+    wanted = [c.strip() for c in channels.split(",") if c.strip()] if channels else None
+    db = _database(keyspace)
+    try:
+        with cassandra_errors(), progress_bars(progress) as bar:
+            bars: dict[str, Any] = {"messages": bar("messages", None)}
+
+            def on_channels(total: int) -> None:
+                bars["channels"] = bar("channels", total)
+
+            def on_progress(_folder: str, n: int) -> None:
+                bars["messages"](n)
+
+            report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=wanted,
+                                include_deleted=include_deleted, progress=on_progress, on_channels=on_channels)
+    finally:
+        db.close()
+    emit(report.to_json())

@@ -18,7 +18,7 @@ from api.db import Database, Params, Statement, without_none
 from api.slack.codec import compress_json
 from api.slack.timeutil import us_to_ts
 
-TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index"})
+TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index", "slack_channel_members"})
 
 Write = tuple[Statement, Params]
 
@@ -49,6 +49,11 @@ SET_INDEX_DELETED = Statement(
     "UPDATE slack_channel_index USING TIMESTAMP ? SET deleted = true WHERE team_id = ? AND channel_id = ?",
     name="DELETE-FLAG slack_channel_index")
 
+INSERT_MEMBERS = Statement(
+    "INSERT INTO slack_channel_members (team_id, channel_id, observed_at, members, source) VALUES (?, ?, ?, ?, ?)")
+SELECT_MEMBERS = Statement(
+    "SELECT observed_at, members, source FROM slack_channel_members WHERE team_id = ? AND channel_id = ? "
+    "AND observed_at >= ? AND observed_at < ? LIMIT ?")
 SELECT_CHANNEL = Statement(
     "SELECT channel_id, name, created_ts, creator, visibility, archived, deleted, purpose, topic, "
     "prev_channel_id, next_channel_id FROM slack_channels WHERE team_id = ? AND channel_id = ?")
@@ -112,7 +117,24 @@ def set_archived(db: Database, team_id: str, channel_id: str, at: int, archived:
     db.execute(SET_ARCHIVED if archived else UNSET_ARCHIVED, (at, team_id, channel_id))
 
 
+def members_write(team_id: str, channel_id: str, at: int, members: int, source: str) -> Write:
+    """One observation of a channel's member count (seed 000's ChannelMembers log)."""
+    return (INSERT_MEMBERS, (team_id, channel_id, at, members, source))
+
+
 # -- reads ------------------------------------------------------------------------------------------------
+
+def current(db: Database, team_id: str, channel_id: str) -> Any | None:
+    """The channel's own row (no id chain): what a history snapshot compares with before it writes."""
+    return db.execute(SELECT_CHANNEL, (team_id, channel_id)).one()
+
+
+def member_counts(db: Database, team_id: str, channel_id: str, *, since: int = 0, until: int = 2**62,
+                  limit: int = 1000) -> list[tuple[int, int, str]]:
+    """(observed_at µs, members, source) newest first."""
+    return [(r.observed_at, r.members, r.source)
+            for r in db.execute(SELECT_MEMBERS, (team_id, channel_id, since, until, limit))]
+
 
 def visibility(db: Database, team_id: str, channel_id: str) -> str | None:
     """The recorded visibility of a channel we archive; None when we never saw it."""

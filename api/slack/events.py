@@ -19,7 +19,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from api.config import Settings
 from api.db import Database
-from api.slack import channels, ingest, messages
+from api.slack import channels, ingest, messages, users
 from api.slack.payloads import (
     CHANNEL_POLICY_EVENTS,
     BadEvent,
@@ -41,6 +41,7 @@ from api.slack.payloads import (
     Reaction,
     Unhandled,
     Unreadable,
+    UserChanged,
 )
 
 log = structlog.get_logger("chronicle.slack")
@@ -162,6 +163,12 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
             ingest.delete_channel(db, team, event.channel_id, event.at)
         case ChannelIdChanged():
             ingest.change_channel_id(db, team, event.old_channel_id, event.new_channel_id, event.at, raw=raw)
+        case UserChanged():
+            try:
+                profile = users.Profile.from_slack(team, event.user, observed_at=event.at)
+            except ValueError as exc:
+                raise BadEvent(str(exc)) from None
+            users.store_profile(db, profile, seen_at=event.at, raw=event.user if raw is not None else None)
         case _:
             assert_never(event)
     return "stored"

@@ -19,7 +19,7 @@ from api.config import Settings
 from api.db import get_db
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import sign_cursor, verify_cursor
-from api.slack import channels, events, messages
+from api.slack import channels, events, messages, users
 from api.slack.codec import is_slack_id
 from api.slack.payloads import BadEvent, UrlVerification
 from api.slack.schemas import (
@@ -35,6 +35,9 @@ from api.slack.schemas import (
     ThreadArgs,
     ThreadSchema,
     TimelineArgs,
+    UsersArgs,
+    UserSchema,
+    UsersSchema,
     path_parameters,
 )
 from api.slack.timeutil import is_ts, ts_to_us
@@ -282,3 +285,42 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
         abort(404, message=f"no thread {thread_ts} in channel {channel_id}")
     return {"parent": parent.to_json() if parent is not None else None,
             "replies": [m.to_json() for m in replies], "next_cursor": _next_cursor(nxt, scope)}
+
+
+@blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.arguments(UsersArgs, location="query", as_kwargs=True)
+@blp.response(200, UsersSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
+def list_users(team_id: str, limit: int, cursor: str | None = None):
+    """The workspace's users a page at a time (`limit`, `next_cursor`), each with profile, time zone, flags,
+    when Chronicle first saw them and their first archived post."""
+    _check_ids(team_id)
+    require_workspace(_settings(), team_id)
+    scope = f"users|{team_id}"
+    bucket, after = 0, ""
+    if cursor:
+        position = verify_cursor(cursor, _settings().cursor_secret, scope)
+        bucket, after = position.get("b"), position.get("a")
+        if (not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < users.BUCKETS
+                or not isinstance(after, str) or not is_slack_id(after)):
+            abort(400, message=_BAD_CURSOR)
+    page, nxt = users.page(get_db(), team_id, limit=limit, bucket=bucket, after=after)
+    next_cursor = (sign_cursor({"b": nxt[0], "a": nxt[1]}, _settings().cursor_secret, scope)
+                   if nxt is not None else None)
+    return {"team_id": team_id, "users": page, "next_cursor": next_cursor}
+
+
+@blp.route("/slack/teams/<team_id>/users/<user_id>", methods=["GET"],
+           parameters=path_parameters("team_id", "user_id"))
+@blp.response(200, UserSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(401, 403, 404, 503)
+def get_user(team_id: str, user_id: str):
+    """One user: profile, time zone, flags, when Chronicle first saw them, and their first archived post."""
+    _check_ids(team_id, user_id)
+    require_workspace(_settings(), team_id)
+    user = users.get(get_db(), team_id, user_id)
+    if user is None:
+        abort(404, message=f"no user {user_id} in workspace {team_id}")
+    return user

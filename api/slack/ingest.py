@@ -8,12 +8,18 @@ twice is fetched once): when one fails the endpoint answers 503 and Slack's retr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 from api.db import Database, Params, Statement
-from api.slack import channels, file_queue, messages
+from api.slack import channels, file_queue, messages, payloads, users
+from api.slack.codec import is_slack_id
 from api.slack.messages import NewMessage
+from api.slack.payloads import HistoryMessage
+
+# Messages that count as a user's post (seed 000 leaves every other subtype out of a user's activity).
+POST_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
 
 
 def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
@@ -25,7 +31,43 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
+        *_first_post(db, msg),
     ]
+
+
+def _first_post(db: Database, msg: NewMessage) -> list[tuple[Statement, Params]]:
+    if msg.user is None or msg.subtype not in POST_SUBTYPES:
+        return []
+    return users.first_post_writes(db, msg.team_id, msg.user, msg.channel_id, msg.ts)
+
+
+def note_stored(db: Database, msg: NewMessage) -> None:
+    """Every row of `message_rows(msg)` is written: remember what need not be written again."""
+    messages.note_stored(db, msg)
+    if msg.user is not None and msg.subtype in POST_SUBTYPES:
+        users.note_first_post(db, msg.team_id, msg.user, msg.ts)
+
+
+def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[tuple[Statement, Params]]:
+    """The rows of a message as history shows it at time `observed_at` (Web API backfill, export import): the
+    same rows the live events of its life would have written, so every route converges on one row.
+
+    The text is written at the last edit's time (else the message ts), exactly as the live post/edit events
+    write it; the reactions present at `observed_at` are added at that time (a live removal after it still
+    wins; one before it was already applied, since history shows the state after it). A tombstone (a deleted
+    parent kept for its replies) only marks the message deleted.
+    """
+    msg = hm.message
+    if hm.tombstone:
+        return [messages.deleted_seen_write(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))]
+    edited = hm.edited_ts
+    rows = message_rows(db, msg, write_ts=edited or msg.ts, edited_ts=edited,
+                        versions=((edited, msg.text),) if edited is not None and msg.text is not None else (),
+                        original=edited is None)
+    if hm.reactions:
+        rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions,
+                                             at=max(observed_at, edited or msg.ts)))
+    return rows
 
 
 def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
@@ -38,7 +80,7 @@ def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
     """
     db.execute_many(message_rows(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw))
-    messages.note_stored(db, msg)
+    note_stored(db, msg)
 
 
 def update_channel(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,
@@ -76,3 +118,86 @@ def change_channel_id(db: Database, team_id: str, old_channel_id: str, new_chann
     """
     update_channel(db, team_id, old_channel_id, at, next_channel_id=new_channel_id)
     update_channel(db, team_id, new_channel_id, at, prev_channel_id=old_channel_id, raw=raw)
+
+
+# -- channels as history lists them (conversations.list, channels.json / groups.json) ----------------------
+
+@dataclasses.dataclass(frozen=True)
+class ChannelSnapshot:
+    """A channel object as history lists it, normalised; `parse` refuses one without id or name."""
+
+    channel_id: str
+    name: str
+    private: bool
+    archived: bool
+    created_ts: int | None = None
+    creator: str | None = None
+    topic: tuple[str, int] | None = None  # (value, last_set µs or 0)
+    purpose: tuple[str, int] | None = None
+    members: int | None = None
+
+    @classmethod
+    def parse(cls, obj: Any, *, private: bool | None = None) -> ChannelSnapshot:
+        if not isinstance(obj, dict) or not is_slack_id(obj.get("id")):
+            raise ValueError("channel without a Slack id")
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"channel {obj['id']} without a name")
+
+        def text(field: str) -> tuple[str, int] | None:
+            value = obj.get(field)
+            if not isinstance(value, dict) or not isinstance(value.get("value"), str):
+                return None
+            last_set = value.get("last_set")
+            return value["value"], (last_set * 1_000_000 if isinstance(last_set, int) and 0 < last_set < 10**11
+                                    else 0)
+
+        created = obj.get("created")
+        members = obj.get("members")
+        count = obj.get("num_members")
+        return cls(
+            channel_id=obj["id"], name=name,
+            private=bool(obj.get("is_private")) if private is None else private,
+            archived=obj.get("is_archived") is True,
+            created_ts=created * 1_000_000 if isinstance(created, int) and 0 < created < 10**11 else None,
+            creator=obj.get("creator") if is_slack_id(obj.get("creator")) else None,
+            topic=text("topic"), purpose=text("purpose"),
+            members=len(members) if isinstance(members, list) else count if isinstance(count, int) else None)
+
+
+def store_channel_snapshot(db: Database, team_id: str, snap: ChannelSnapshot, *, observed_at: int,
+                           source: str) -> list[str]:
+    """Merge what history says of a channel with what is stored, by time: a field is written only when it
+    differs, at the time history observed it (topic and purpose at their own `last_set`), so a live event newer
+    than the observation keeps its value, and a re-run writes nothing (no names-history row per run).
+    Returns the fields written."""
+    row = channels.current(db, team_id, snap.channel_id)
+    changed: dict[str, Any] = {}
+    if row is None or row.name != snap.name:
+        changed["name"] = snap.name
+    visibility = "private" if snap.private else "public"
+    if (row.visibility if row is not None else None) != visibility:
+        changed["visibility"] = visibility
+    if changed:
+        # "public" clears "private": written 1 µs early, as the live convert_to_public event is (payloads.clearing)
+        at = observed_at if visibility == "private" else payloads.clearing(observed_at)
+        update_channel(db, team_id, snap.channel_id, at, **changed)
+    if snap.created_ts is not None and (row is None or row.created_ts is None):
+        db.execute(*channels.channel_write(team_id, snap.channel_id, snap.created_ts, created_ts=snap.created_ts,
+                                           creator=snap.creator))
+        changed["created_ts"] = snap.created_ts
+    for field in ("topic", "purpose"):
+        value = getattr(snap, field)
+        if value is not None and (row is None or getattr(row, field) != value[0]) and (row is not None or value[0]):
+            text, last_set = value
+            at = last_set or payloads.seconds_us(observed_at // 1_000_000, f"{field}:{text}")
+            update_channel(db, team_id, snap.channel_id, at, **{field: text})
+            changed[field] = text
+    stored_archived = bool(row is not None and row.archived)
+    if snap.archived != stored_archived:
+        channels.set_archived(db, team_id, snap.channel_id,
+                              observed_at if snap.archived else payloads.clearing(observed_at), snap.archived)
+        changed["archived"] = snap.archived
+    if snap.members is not None:
+        db.execute(*channels.members_write(team_id, snap.channel_id, observed_at, snap.members, source))
+    return sorted(changed)

@@ -52,7 +52,13 @@ REMOVE_REACTION = Statement(
     name="REACTION- slack_messages")
 INSERT_DAY = Statement("INSERT INTO slack_channel_days (team_id, channel_id, day) VALUES (?, ?, ?)")
 INSERT_REPLY = Statement(
-    "INSERT INTO slack_thread_replies (team_id, channel_id, thread_ts, ts) VALUES (?, ?, ?, ?)")
+    "INSERT INTO slack_thread_replies (team_id, channel_id, thread_ts, ts, user_id) "
+    "VALUES (:team_id, :channel_id, :thread_ts, :ts, :user_id)")
+# A delete seen by history (the message is gone, or a tombstone): when it happened is not known, so only the
+# flag is written (at the time it was observed); a live delete event still records its own deleted_ts.
+MARK_DELETED_SEEN = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET deleted = true "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="DELETE-SEEN slack_messages")
 INSERT_VERSION = Statement(
     "INSERT INTO slack_message_versions (team_id, channel_id, ts, version_ts, text) VALUES (?, ?, ?, ?, ?) "
     "USING TIMESTAMP ?")
@@ -77,6 +83,16 @@ SELECT_SOME = Statement(
 SELECT_REPLIES = Statement(
     "SELECT ts FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ? AND ts > ? "
     "LIMIT ?")
+SELECT_REPLY_AUTHORS = Statement(
+    "SELECT ts, user_id FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
+    name="SELECT slack_thread_replies (authors)")
+# What history compares with what it fetched: the stored messages of a time range of one day.
+SELECT_STORED_RANGE = Statement(
+    "SELECT ts, msg_ts, thread_ts, deleted, reactions FROM slack_messages WHERE team_id = ? AND channel_id = ? "
+    "AND day = ? AND ts >= ? AND ts < ?", name="SELECT slack_messages (stored range)")
+SELECT_DAY_ASC = Statement(
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
+    "ORDER BY ts ASC", name="SELECT slack_messages (day asc)")
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
@@ -202,7 +218,9 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
     if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     if msg.thread_ts is not None and msg.thread_ts != msg.ts:
-        writes.append((INSERT_REPLY, (msg.team_id, msg.channel_id, msg.thread_ts, msg.ts)))
+        writes.append((INSERT_REPLY, without_none({
+            "team_id": msg.team_id, "channel_id": msg.channel_id, "thread_ts": msg.thread_ts, "ts": msg.ts,
+            "user_id": msg.user})))
     for version_ts, text in versions:
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
     return writes
@@ -234,6 +252,17 @@ def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: st
     """One (emoji, user) element of the reactions set, added or removed at the event's time."""
     stmt = ADD_REACTION if added else REMOVE_REACTION
     db.execute(stmt, {**_key(team_id, channel_id, ts), "wt": at, "r": {(emoji, user)}})
+
+
+def reactions_write(team_id: str, channel_id: str, ts: int, elements: Iterable[tuple[str, str]], *, at: int,
+                    added: bool = True) -> Write:
+    """Many (emoji, user) elements added (or removed) at one time: what history observed at `at`."""
+    return (ADD_REACTION if added else REMOVE_REACTION,
+            {**_key(team_id, channel_id, ts), "wt": at, "r": set(elements)})
+
+
+def deleted_seen_write(team_id: str, channel_id: str, ts: int, *, at: int) -> Write:
+    return (MARK_DELETED_SEEN, (at, team_id, channel_id, day_of(ts), ts))
 
 
 # -- the file worker's outcome on the message ----------------------------------------------------------------
@@ -296,6 +325,45 @@ def find_with_history(db: Database, team_id: str, channels: list[str], ts: int, 
     if not found and row.text is not None:
         found[row.ts] = row.text
     return message, [{"ts": us_to_ts(t), "text": found[t]} for t in sorted(found)]
+
+
+def stored_between(db: Database, team_id: str, channel_id: str, lower: int, upper: int) -> list[Any]:
+    """Stored rows (ts, msg_ts, thread_ts, deleted, reactions) with lower <= ts < upper, over the listed days
+    of that range (one partition read per day, concurrently). History bounds the range (its refetch window)."""
+    days: list[int] = []
+    hi = day_of(max(upper - 1, 0))
+    while True:
+        listed = [r.day for r in db.execute(SELECT_DAYS_DESC, (team_id, channel_id, hi, day_of(lower),
+                                                                _DAYS_PER_REQUEST))]
+        days.extend(listed)
+        if len(listed) < _DAYS_PER_REQUEST:
+            break
+        hi = listed[-1] - 1
+    futures = [db.execute_async(SELECT_STORED_RANGE, (team_id, channel_id, day, lower, upper)) for day in days]
+    return [row for f in futures for row in f.result()]
+
+
+def start_reply_authors(db: Database, team_id: str, channel_id: str, thread_ts: int) -> Any:
+    """Start reading (ts, user_id) of every reply of a thread, oldest first (one partition; a future)."""
+    return db.execute_async(SELECT_REPLY_AUTHORS, (team_id, channel_id, thread_ts))
+
+
+def all_days(db: Database, team_id: str, channel_id: str, *, first_day: int = 0, last_day: int = 2**31 - 1
+             ) -> Iterable[int]:
+    """Every listed day of a channel in [first_day, last_day], oldest first, 64 days per read."""
+    lo = first_day
+    while True:
+        listed = [r.day for r in db.execute(SELECT_DAYS_ASC, (team_id, channel_id, last_day, lo,
+                                                               _DAYS_PER_REQUEST))]
+        yield from listed
+        if len(listed) < _DAYS_PER_REQUEST:
+            return
+        lo = listed[-1] + 1
+
+
+def start_day_read(db: Database, team_id: str, channel_id: str, day: int) -> Any:
+    """Start reading a whole day of a channel, oldest first (a future; `Message.from_row` each row)."""
+    return db.execute_async(SELECT_DAY_ASC, (team_id, channel_id, day))
 
 
 # Bounds on one timeline request: days listed per channel id, rows read in all. A page stops early (with a

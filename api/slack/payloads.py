@@ -155,9 +155,17 @@ class ChannelIdChanged:
     at: int
 
 
+@dataclasses.dataclass(frozen=True)
+class UserChanged:
+    """user_change / team_join: the user object as it now reads (users.py normalises it)."""
+
+    user: dict[str, Any]
+    at: int
+
+
 Event = (Unhandled | Ignored | MessagePosted | MessageEdited | MessageDeleted | HiddenMessage | Unreadable
          | Reaction | ChannelCreated | ChannelRenamed | ChannelTextSet | ChannelConverted | ChannelArchived
-         | ChannelDeleted | ChannelIdChanged)
+         | ChannelDeleted | ChannelIdChanged | UserChanged)
 # Events in a channel the archive policy decides on (channel_id, channel_type) before anything is stored.
 CHANNEL_POLICY_EVENTS = (MessagePosted, MessageEdited, MessageDeleted, HiddenMessage, Unreadable, Reaction)
 
@@ -514,6 +522,54 @@ def _channel_id_changed(r: _Reader) -> ChannelIdChanged:
     return ChannelIdChanged(old_channel_id=old, new_channel_id=new, at=r.event_us())
 
 
+def _user_change(r: _Reader) -> UserChanged:
+    user = r.event.get("user")
+    if not isinstance(user, dict) or not is_slack_id(user.get("id")):
+        raise BadEvent("missing field: event.user (object with a Slack id)")
+    return UserChanged(user=user, at=r.event_us())
+
+
+# -- history: messages as conversations.history / replies and export day files give them ------------------
+
+@dataclasses.dataclass(frozen=True)
+class HistoryMessage:
+    """A message as history shows it: its current state (text after the last edit, current reactions)."""
+
+    message: NewMessage
+    edited_ts: int | None  # the last edit's time (never before the message ts); None when never edited
+    reactions: frozenset[tuple[str, str]]  # (emoji, user)
+    tombstone: bool  # a deleted thread parent that Slack keeps for its replies
+    hidden: bool  # a hidden subtype (not shown in the channel, as live ingest leaves it out)
+    purpose: str | None = None  # set by a channel_purpose message
+    topic: str | None = None  # set by a channel_topic message
+
+
+def history_message(team_id: str, channel_id: str, m: Any) -> HistoryMessage:
+    """Parse one history message; BadEvent with the reason when it cannot be stored (no ts, bad ts, ...)."""
+    if not isinstance(m, dict):
+        raise BadEvent("message is not a JSON object")
+    _check_unicode(m)
+    r = _Reader({"team_id": team_id}, m)
+    try:
+        message = _new_message(r, channel_id, m, "message")
+        edited = _dict(m.get("edited")).get("ts")
+        edited_ts = max(ts_to_us(edited), message.ts + 1) if isinstance(edited, str) else None
+    except BadTimestamp as exc:
+        raise BadEvent(str(exc)) from None
+    reactions: set[tuple[str, str]] = set()
+    for reaction in m.get("reactions") or ():
+        if isinstance(reaction, dict) and isinstance(reaction.get("name"), str) and reaction["name"]:
+            users = reaction.get("users")
+            reactions.update((reaction["name"], u) for u in (users if isinstance(users, list) else ())
+                             if isinstance(u, str) and u)
+    subtype = message.subtype
+    return HistoryMessage(
+        message=message, edited_ts=edited_ts, reactions=frozenset(reactions),
+        tombstone=subtype == "tombstone", hidden=bool(m.get("hidden")) and subtype != "tombstone",
+        purpose=_str(m.get("purpose")) if subtype == "channel_purpose" else None,
+        topic=_str(m.get("topic")) if subtype == "channel_topic" else None)
+
+
 _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "message": _message,
     "reaction_added": _reaction,
@@ -528,5 +584,7 @@ _PARSERS: dict[str, Callable[[_Reader], Event]] = {
     "channel_topic": _channel_text,
     "channel_convert_to_private": _channel_convert,
     "channel_convert_to_public": _channel_convert,
+    "user_change": _user_change,
+    "team_join": _user_change,
 }
 HANDLED_TYPES = sorted(_PARSERS)

@@ -30,6 +30,7 @@ def path_parameters(*names: str) -> list[dict[str, Any]]:
         "channel_id": ("Slack channel id", ID_PATTERN),
         "ts": (f"the message's ts ({TS_FORMAT})", TS_PATTERN),
         "thread_ts": (f"the thread parent's ts ({TS_FORMAT})", TS_PATTERN),
+        "user_id": ("Slack user id", ID_PATTERN),
     }
     return [{"in": "path", "name": name, "required": True, "description": known[name][0],
              "schema": {"type": "string", "pattern": known[name][1]}} for name in names]
@@ -81,6 +82,11 @@ class IndexArgs(Schema):
     cursor = _cursor()
     include_deleted = fields.Boolean(load_default=False, metadata={
         "description": "also list deleted channels (as deleted_<name>, with \"deleted\": true)"})
+
+
+class UsersArgs(Schema):
+    limit = fields.Integer(load_default=200, validate=validate.Range(1, 1000))
+    cursor = _cursor()
 
 
 class MessageArgs(Schema):
@@ -182,6 +188,34 @@ class IndexEntrySchema(Schema):
 class IndexSchema(Schema):
     team_id = fields.String(required=True)
     channels = fields.List(fields.Nested(IndexEntrySchema), required=True)
+    next_cursor = fields.String(allow_none=True, metadata={"description": "the next page; null on the last"})
+
+
+class FirstPostSchema(Schema):
+    ts = fields.String(required=True)
+    channel_id = fields.String(required=True)
+
+
+class UserSchema(Schema):
+    user_id = fields.String(required=True)
+    name = fields.String()
+    real_name = fields.String()
+    display_name = fields.String()
+    tz = fields.String()
+    tz_label = fields.String()
+    tz_offset = fields.Integer(metadata={"description": "seconds east of UTC"})
+    deleted = fields.Boolean()
+    is_bot = fields.Boolean()
+    is_app_user = fields.Boolean()
+    avatar_url = fields.String()
+    updated_ts = fields.String(metadata={"description": "Slack's `updated` time of this profile"})
+    first_seen_ts = fields.String(metadata={"description": "when Chronicle first saw the user"})
+    first_post = fields.Nested(FirstPostSchema, metadata={"description": "the user's earliest archived post"})
+
+
+class UsersSchema(Schema):
+    team_id = fields.String(required=True)
+    users = fields.List(fields.Nested(UserSchema), required=True)
     next_cursor = fields.String(allow_none=True, metadata={"description": "the next page; null on the last"})
 
 

@@ -15,6 +15,8 @@ class SlackSettings:
     # Bot tokens used to download url_private: one per workspace (T1=xoxb-...,T2=...) and/or a shared one.
     bot_tokens: dict[str, str]
     bot_token: str
+    # The Web API (backfill): Slack's own, or a stand-in on loopback in tests.
+    api_url: str
     # Object storage: local directory by default, S3 (or any S3-compatible store) when a bucket is set.
     files_root: str
     s3_bucket: str
@@ -35,6 +37,7 @@ class SlackSettings:
         return cls(
             bot_tokens=parse_mapping(env("CHRONICLE_SLACK_BOT_TOKENS", "")),
             bot_token=env("CHRONICLE_SLACK_BOT_TOKEN", ""),
+            api_url=env("CHRONICLE_SLACK_API_URL", "https://slack.com/api/"),
             files_root=env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
             s3_bucket=env("CHRONICLE_FILES_S3_BUCKET", ""),
             s3_endpoint=env("CHRONICLE_FILES_S3_ENDPOINT", ""),

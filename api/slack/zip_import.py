@@ -1,0 +1,339 @@
+"""Slack export ZIP import: the official export layout (and slackdump's) into the tables live ingest fills.
+
+Owner of slack_import_progress. An export is a snapshot: each message as it read when the export was made
+(text after its last edit, reactions present then). `ingest.history_rows` writes exactly the rows the live
+events of that message would have written, at the same event times, so one message has one row whatever route
+brought it, and importing the same ZIP again changes nothing. The snapshot's own time (reactions present "now")
+is the newest modification time among the ZIP's entries unless given (`observed_at`).
+
+Memory is bounded whatever the ZIP size: the central directory is read once, metadata files (users, channels)
+are read whole (they are small), and day files are read one at a time and written in groups of ~1,000
+messages. A day file is recorded in slack_import_progress once all its rows are written, so a re-run (after a
+kill, or of the same ZIP) skips what is done and redoes only partial work, which is idempotent.
+
+Refused input never half-writes anything: a bad entry (path traversal, not JSON, too large, a ZIP-bomb ratio)
+or message (no ts, a bad ts, not valid Unicode) is skipped whole and reported with its reason; the import
+fails (`BadArchive`) only when the file is not a ZIP at all or breaks the archive-wide limits.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import re
+import time
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+from api.db import Database, Params, Statement
+from api.slack import ingest, users
+from api.slack.payloads import BadEvent, history_message
+
+TABLES = frozenset({"slack_import_progress"})
+
+SELECT_DONE = Statement("SELECT entry FROM slack_import_progress WHERE team_id = ? AND archive_id = ?")
+INSERT_DONE = Statement(
+    "INSERT INTO slack_import_progress (team_id, archive_id, entry, messages, done_at) VALUES (?, ?, ?, ?, ?)")
+
+DAY_FILE = re.compile(r"^(?:__uploads/)?([^/]+)/(\d{4}-\d{2}-\d{2})\.json$")
+GROUP_MESSAGES = 1000  # messages written per round (a few day files)
+# Subtypes Slack documents for messages; others are stored as sent (like live ingest) and counted.
+KNOWN_SUBTYPES = frozenset({
+    "bot_message", "me_message", "thread_broadcast", "file_share", "file_comment", "file_mention",
+    "channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name", "channel_archive",
+    "channel_unarchive", "channel_convert_to_private", "channel_convert_to_public", "group_join", "group_leave",
+    "group_topic", "group_purpose", "group_name", "group_archive", "group_unarchive", "pinned_item",
+    "unpinned_item", "reminder_add", "slackbot_response", "bot_add", "bot_remove", "tombstone", "huddle_thread",
+    "channel_canvas_updated", "sh_room_created", "ekm_access_denied", "reply_broadcast", "app_conversation_leave",
+})
+
+
+class BadArchive(Exception):
+    """Nothing can be imported from this file (not a ZIP, over the archive-wide limits, no workspace)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_total_bytes: int = 64 * 1024**3     # uncompressed, all entries
+    max_entries: int = 5_000_000
+    max_entry_bytes: int = 256 * 1024**2    # one JSON file, uncompressed
+    max_ratio: int = 200                    # uncompressed / compressed, for entries over 1 MiB
+
+
+@dataclasses.dataclass
+class ChannelCounts:
+    name: str
+    channel_id: str | None
+    day_files: int = 0
+    messages: int = 0
+    skipped: int = 0
+
+
+@dataclasses.dataclass
+class ImportReport:
+    archive_id: str = ""
+    team_id: str = ""
+    observed_at: int = 0
+    dry_run: bool = False
+    users: int = 0
+    channels: dict[str, ChannelCounts] = dataclasses.field(default_factory=dict)
+    day_files_done_before: int = 0
+    files_queued: int = 0
+    unknown_subtypes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # reason -> count
+    examples: list[str] = dataclasses.field(default_factory=list)  # first skipped items, with where and why
+
+    MAX_EXAMPLES = 50
+
+    def skip(self, where: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        if len(self.examples) < self.MAX_EXAMPLES:
+            self.examples.append(f"{where}: {reason}")
+
+    @property
+    def messages(self) -> int:
+        return sum(c.messages for c in self.channels.values())
+
+    @property
+    def imported_anything(self) -> bool:
+        return bool(self.messages or self.users or self.channels or self.day_files_done_before)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "archive_id": self.archive_id, "team_id": self.team_id, "observed_at": self.observed_at,
+            "dry_run": self.dry_run, "users": self.users, "messages": self.messages,
+            "files_queued": self.files_queued, "day_files_done_before": self.day_files_done_before,
+            "channels": {k: dataclasses.asdict(v) for k, v in sorted(self.channels.items())},
+            "unknown_subtypes": dict(self.unknown_subtypes), "skipped": dict(self.skipped),
+            "skipped_examples": self.examples,
+        }
+
+
+def _unsafe(name: str) -> str | None:
+    """Why an entry name may not be used (path traversal and friends), else None."""
+    if "\x00" in name or "\\" in name:
+        return "entry name holds a NUL or a backslash"
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return "absolute entry path"
+    if ".." in name.split("/"):
+        return "entry path leaves the archive (..)"
+    return None
+
+
+class _Archive:
+    """The ZIP with its limits checked; entries read as JSON with a size cap."""
+
+    def __init__(self, path: str, limits: Limits, report: ImportReport) -> None:
+        self.limits, self.report = limits, report
+        try:
+            self.zf = zipfile.ZipFile(path)
+            infos = self.zf.infolist()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+            raise BadArchive(f"not a readable ZIP archive: {exc}") from None
+        if len(infos) > limits.max_entries:
+            raise BadArchive(f"{len(infos)} entries, over the limit of {limits.max_entries}")
+        total = sum(i.file_size for i in infos)
+        if total > limits.max_total_bytes:
+            raise BadArchive(f"{total} bytes uncompressed, over the limit of {limits.max_total_bytes}")
+        self.entries: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            if info.is_dir():
+                continue
+            why = _unsafe(info.filename) or self._too_big(info)
+            if why is not None:
+                report.skip(info.filename[:200], why)
+                continue
+            self.entries[info.filename] = info
+        digest = hashlib.sha256()
+        for info in sorted(infos, key=lambda i: i.filename):
+            digest.update(f"{info.filename}\0{info.CRC}\0{info.file_size}\n".encode("utf-8", "surrogateescape"))
+        self.archive_id = digest.hexdigest()[:32]
+        stamps = [i.date_time for i in infos if i.date_time[0] >= 1980]
+        self.newest = (int(dt.datetime(*max(stamps), tzinfo=dt.UTC).timestamp()) * 1_000_000
+                       if stamps else int(time.time() * 1_000_000))
+
+    def _too_big(self, info: zipfile.ZipInfo) -> str | None:
+        if info.file_size > self.limits.max_entry_bytes and info.filename.endswith(".json"):
+            return f"{info.file_size} bytes uncompressed, over the per-file limit of {self.limits.max_entry_bytes}"
+        if info.file_size > 1024**2 and info.file_size > self.limits.max_ratio * max(info.compress_size, 1):
+            return f"compression ratio over {self.limits.max_ratio}:1 (a ZIP bomb?)"
+        return None
+
+    def json(self, name: str) -> tuple[Any, str | None]:
+        """(value, None) or (None, why it cannot be read)."""
+        info = self.entries.get(name)
+        if info is None:
+            return None, "absent"
+        try:
+            with self.zf.open(info) as f:
+                data = f.read(self.limits.max_entry_bytes + 1)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
+            return None, f"unreadable ({type(exc).__name__}: {str(exc)[:120]})"
+        if len(data) > self.limits.max_entry_bytes:
+            return None, "larger than its declared size (over the per-file limit)"
+        try:
+            return json.loads(data), None
+        except (ValueError, UnicodeDecodeError) as exc:
+            return None, f"not JSON ({str(exc)[:120]})"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Folder:
+    channel_id: str
+    snapshot: ingest.ChannelSnapshot
+
+
+def _list(archive: _Archive, name: str) -> list[Any]:
+    value, why = archive.json(name)
+    if why == "absent":
+        return []
+    if why is not None or not isinstance(value, list):
+        archive.report.skip(name, why or "not a JSON list")
+        return []
+    return value
+
+
+def _team_of(archive: _Archive, user_list: list[Any]) -> str | None:
+    teams = collections.Counter(u.get("team_id") for u in user_list if isinstance(u, dict)
+                                and isinstance(u.get("team_id"), str) and u.get("team_id"))
+    return teams.most_common(1)[0][0] if teams else None
+
+
+def import_export(db: Database | None, path: str, *, team_id: str | None = None, include_private: bool = False,
+                  dry_run: bool = False, observed_at: int | None = None, limits: Limits = Limits(),
+                  progress: Callable[[str, int], None] | None = None,
+                  on_day_files: Callable[[int], None] | None = None) -> ImportReport:
+    """Import the export at `path`; returns what was stored and what was skipped, with reasons.
+
+    `progress(channel, messages)` is called as messages are stored; `on_day_files(total)` once the day files
+    to import are known. `db` may be None only with dry_run. BadArchive when nothing can be imported.
+    """
+    report = ImportReport(dry_run=dry_run)
+    archive = _Archive(path, limits, report)
+    report.archive_id = archive.archive_id
+    report.observed_at = observed_at = observed_at or archive.newest
+    user_list = _list(archive, "users.json") or _list(archive, "org_users.json")
+    team = team_id or _team_of(archive, user_list)
+    if not team:
+        raise BadArchive("cannot tell which workspace this export belongs to (no team_id in users.json): pass "
+                         "the workspace id")
+    report.team_id = team
+    seen_at = int(time.time() * 1_000_000)
+
+    for user in user_list:
+        try:
+            profile = users.Profile.from_slack(team, user, observed_at=observed_at)
+        except ValueError as exc:
+            report.skip("users.json", str(exc))
+            continue
+        if not dry_run:
+            users.store_profile(db, profile, seen_at=seen_at)
+        report.users += 1
+
+    folders: dict[str, _Folder] = {}
+    for list_name, private in (("channels.json", False), ("groups.json", True)):
+        for obj in _list(archive, list_name):
+            try:
+                snap = ingest.ChannelSnapshot.parse(obj, private=private)
+            except ValueError as exc:
+                report.skip(list_name, str(exc))
+                continue
+            if private and not include_private:
+                report.skip(f"{list_name}:{snap.name}", "private channel (pass include_private to import it)")
+                continue
+            folders[snap.name] = folders[snap.channel_id] = _Folder(snap.channel_id, snap)
+    never = set()
+    for list_name in ("dms.json", "mpims.json"):
+        for obj in _list(archive, list_name):
+            if isinstance(obj, dict):
+                never.update(v for v in (obj.get("id"), obj.get("name")) if isinstance(v, str))
+
+    for folder in {f.channel_id: f for f in folders.values()}.values():
+        report.channels[folder.snapshot.name] = ChannelCounts(folder.snapshot.name, folder.channel_id)
+        if not dry_run:
+            ingest.store_channel_snapshot(db, team, folder.snapshot, observed_at=observed_at, source="export")
+
+    day_files: list[tuple[str, str, str]] = []  # (folder, day, entry)
+    for name in archive.entries:
+        match = DAY_FILE.match(name)
+        if match is None:
+            continue
+        folder_name = match.group(1)
+        if folder_name in never:
+            report.skipped["direct-message day file (direct messages are never archived)"] += 1
+            continue
+        if folder_name not in folders:
+            report.skip(name, "folder is not a channel listed in channels.json"
+                        + ("" if include_private else " (or a private channel: include_private)"))
+            continue
+        day_files.append((folder_name, match.group(2), name))
+    day_files.sort()
+    done: set[str] = set()
+    if db is not None and not dry_run:
+        done = {r.entry for r in db.execute(SELECT_DONE, (team, archive.archive_id))}
+    report.day_files_done_before = sum(1 for _, _, entry in day_files if entry in done)
+    todo = [d for d in day_files if d[2] not in done]
+    if on_day_files is not None:
+        on_day_files(len(todo))
+
+    pending: list[tuple[Statement, Params]] = []
+    pending_files: list[tuple[str, int]] = []
+    stored: list[Any] = []
+
+    def flush() -> None:
+        if not dry_run and pending:
+            db.execute_many(pending, batch_size=50)
+            for hm in stored:
+                ingest.note_stored(db, hm.message)
+        if not dry_run and pending_files:
+            db.execute_many([(INSERT_DONE, (team, archive.archive_id, entry, n, int(time.time() * 1e6)))
+                             for entry, n in pending_files])
+        pending.clear()
+        pending_files.clear()
+        stored.clear()
+
+    for folder_name, _day, entry in todo:
+        folder = folders[folder_name]
+        counts = report.channels[folder.snapshot.name]
+        value, why = archive.json(entry)
+        if why is not None or not isinstance(value, list):
+            report.skip(entry, why or "day file is not a JSON list of messages")
+            counts.skipped += 1
+            continue
+        counts.day_files += 1
+        n = 0
+        for i, m in enumerate(value):
+            try:
+                hm = history_message(team, folder.channel_id, m)
+            except BadEvent as exc:
+                report.skip(f"{entry}[{i}]", str(exc))
+                counts.skipped += 1
+                continue
+            if hm.hidden:
+                report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
+                counts.skipped += 1
+                continue
+            subtype = hm.message.subtype
+            if subtype is not None and subtype not in KNOWN_SUBTYPES:
+                report.unknown_subtypes[subtype] += 1
+            if not dry_run:
+                pending.extend(ingest.history_rows(db, hm, observed_at=observed_at))
+                stored.append(hm)
+                if hm.purpose is not None or hm.topic is not None:
+                    ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
+                                          topic=hm.topic)
+            report.files_queued += len(hm.message.files or ())
+            n += 1
+        counts.messages += n
+        pending_files.append((entry, n))
+        if progress is not None:
+            progress(folder.snapshot.name, n)
+        if len(stored) >= GROUP_MESSAGES or len(pending_files) >= 200:
+            flush()
+    flush()
+    return report
+
