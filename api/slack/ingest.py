@@ -179,9 +179,13 @@ def store_channel_snapshot(db: Database, team_id: str, snap: ChannelSnapshot, *,
     if (row.visibility if row is not None else None) != visibility:
         changed["visibility"] = visibility
     if changed:
-        # "public" clears "private": written 1 µs early, as the live convert_to_public event is (payloads.clearing)
+        # "public" clears "private": written 1 µs early, as the live convert_to_public event is (payloads.clearing).
+        # No names-history row: when the name was given is not known (a rename event brings its own row), and a
+        # row at the observation time would make the history depend on which route came first.
         at = observed_at if visibility == "private" else payloads.clearing(observed_at)
-        update_channel(db, team_id, snap.channel_id, at, **changed)
+        index = channels.index_write(team_id, snap.channel_id, at, **changed)
+        db.execute(*index)
+        db.execute(*channels.channel_write(team_id, snap.channel_id, at, **changed))
     if snap.created_ts is not None and (row is None or row.created_ts is None):
         db.execute(*channels.channel_write(team_id, snap.channel_id, snap.created_ts, created_ts=snap.created_ts,
                                            creator=snap.creator))

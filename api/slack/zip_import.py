@@ -206,7 +206,8 @@ def _team_of(archive: _Archive, user_list: list[Any]) -> str | None:
 def import_export(db: Database | None, path: str, *, team_id: str | None = None, include_private: bool = False,
                   dry_run: bool = False, observed_at: int | None = None, limits: Limits = Limits(),
                   progress: Callable[[str, int], None] | None = None,
-                  on_day_files: Callable[[int], None] | None = None) -> ImportReport:
+                  on_day_files: Callable[[int], None] | None = None,
+                  group_messages: int = GROUP_MESSAGES) -> ImportReport:
     """Import the export at `path`; returns what was stored and what was skipped, with reasons.
 
     `progress(channel, messages)` is called as messages are stored; `on_day_files(total)` once the day files
@@ -332,7 +333,7 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
         pending_files.append((entry, n))
         if progress is not None:
             progress(folder.snapshot.name, n)
-        if len(stored) >= GROUP_MESSAGES or len(pending_files) >= 200:
+        if len(stored) >= group_messages or len(pending_files) >= 200:
             flush()
     flush()
     return report
