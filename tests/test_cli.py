@@ -27,6 +27,9 @@ WRAPPERS = {
     "runtime_scripts/migrate.py": ("migrate",),
     "runtime_scripts/load_sample_data.py": ("sample", "load"),
     "runtime_scripts/slack_file_worker.py": ("slack", "file-worker"),
+    "runtime_scripts/slack_backfill.py": ("slack", "backfill"),
+    "runtime_scripts/slack_import_export.py": ("slack", "import-export"),
+    "runtime_scripts/slack_export.py": ("slack", "export"),
     "runtime_scripts/load_network.py": ("network", "load"),
     "runtime_scripts/network_query.py": ("network", "query"),
     "runtime_scripts/insert_new_tweets.py": ("network", "post"),
@@ -117,7 +120,8 @@ def test_old_script_names_still_work(script, tmp_path):
 
 def test_exit_codes_are_shared(tmp_path):
     down = {"CHRONICLE_CASSANDRA_PORT": str(_free_port()), "CHRONICLE_CONNECT_TIMEOUT": "1"}
-    for args in (("migrate",), ("sample", "load"), ("slack", "file-worker", "--once")):
+    for args in (("migrate",), ("sample", "load"), ("slack", "file-worker", "--once"),
+                 ("slack", "export", "--team", "T1", "--out", str(tmp_path / "out.zip"), "--no-progress")):
         result = _run(CHRONICLE, *args, env={**down, "CHRONICLE_FILES_ROOT": str(tmp_path)})
         assert result.returncode == 3, (args, result.stderr)
         assert "error: Cassandra unreachable" in result.stderr

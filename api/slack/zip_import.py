@@ -35,9 +35,11 @@ from api.slack.payloads import BadEvent, history_message
 
 TABLES = frozenset({"slack_import_progress"})
 
-SELECT_DONE = Statement("SELECT entry FROM slack_import_progress WHERE team_id = ? AND archive_id = ?")
+SELECT_DONE = Statement(
+    "SELECT entry FROM slack_import_progress WHERE team_id = ? AND archive_id = ? AND folder = ?")
 INSERT_DONE = Statement(
-    "INSERT INTO slack_import_progress (team_id, archive_id, entry, messages, done_at) VALUES (?, ?, ?, ?, ?)")
+    "INSERT INTO slack_import_progress (team_id, archive_id, folder, entry, messages, done_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)")
 
 DAY_FILE = re.compile(r"^(?:__uploads/)?([^/]+)/(\d{4}-\d{2}-\d{2})\.json$")
 GROUP_MESSAGES = 1000  # messages written per round (a few day files)
@@ -275,14 +277,16 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
     day_files.sort()
     done: set[str] = set()
     if db is not None and not dry_run:
-        done = {r.entry for r in db.execute(SELECT_DONE, (team, archive.archive_id))}
+        futures = [db.execute_async(SELECT_DONE, (team, archive.archive_id, folder))
+                   for folder in sorted({f for f, _, _ in day_files})]
+        done = {r.entry for future in futures for r in future.result()}
     report.day_files_done_before = sum(1 for _, _, entry in day_files if entry in done)
     todo = [d for d in day_files if d[2] not in done]
     if on_day_files is not None:
         on_day_files(len(todo))
 
     pending: list[tuple[Statement, Params]] = []
-    pending_files: list[tuple[str, int]] = []
+    pending_files: list[tuple[str, str, int]] = []
     stored: list[Any] = []
 
     def flush() -> None:
@@ -291,8 +295,8 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
             for hm in stored:
                 ingest.note_stored(db, hm.message)
         if not dry_run and pending_files:
-            db.execute_many([(INSERT_DONE, (team, archive.archive_id, entry, n, int(time.time() * 1e6)))
-                             for entry, n in pending_files])
+            db.execute_many([(INSERT_DONE, (team, archive.archive_id, folder, entry, n, int(time.time() * 1e6)))
+                             for folder, entry, n in pending_files])
         pending.clear()
         pending_files.clear()
         stored.clear()
@@ -330,7 +334,7 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
             report.files_queued += len(hm.message.files or ())
             n += 1
         counts.messages += n
-        pending_files.append((entry, n))
+        pending_files.append((folder_name, entry, n))
         if progress is not None:
             progress(folder.snapshot.name, n)
         if len(stored) >= group_messages or len(pending_files) >= 200:
