@@ -187,8 +187,10 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
             def on_progress(kind: str, n: Any) -> None:
                 if kind == "channels":
                     bars["channels"] = bar("channels", n)
+                elif kind == "channel":
+                    bars["channels"](n)
                 else:
-                    bars[kind](n)
+                    bars["messages"](n)
 
             try:
                 report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,

@@ -6,6 +6,7 @@ code; it is compared with what the read endpoints answer.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -243,12 +244,18 @@ def test_a_refused_token_and_a_missing_scope_have_their_own_exit_codes(db, monke
         assert token not in result.output  # the token is never printed
 
 
-def test_dry_run_fetches_and_counts_but_writes_nothing(db, client):
+def test_dry_run_fetches_and_counts_but_writes_nothing(db, client, monkeypatch):
     team = _team()
     with FakeSlackWebApi(team_id=team) as fake:
         _workspace(fake)
-        report = _run(db, fake, team, dry_run=True)
-        assert sum(c.messages for c in report.channels) == 4 + 5  # top-level messages of CGEN and CRAND
-        assert sum(c.replies for c in report.channels) == 7
+        monkeypatch.setenv("CHRONICLE_SLACK_BOT_TOKENS", f"{team}={DEFAULT_TOKEN}")
+        monkeypatch.setenv("CHRONICLE_SLACK_API_URL", fake.base_url)
+        result = CliRunner().invoke(cli, ["slack", "backfill", "--team", team, "--dry-run", "--channels",
+                                          "general,CRAND", "--max-age-days", "0", "--keyspace", db.keyspace])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout[result.stdout.index("{"):])
+        assert report["dry_run"] is True
+        assert {c["name"]: (c["messages"], c["replies"]) for c in report["channels"]} == {
+            "general": (4, 7), "random": (5, 0)}  # top-level messages and replies of each channel
         assert client.get(f"/slack/teams/{team}/channels/CGEN/messages", headers=ALL).get_json()["messages"] == []
         assert db.execute(bf.SELECT_CURSOR, (team, "CGEN")).one() is None
