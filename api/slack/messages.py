@@ -90,9 +90,10 @@ SELECT_REPLY_AUTHORS = Statement(
 SELECT_STORED_RANGE = Statement(
     "SELECT ts, msg_ts, thread_ts, deleted, reactions FROM slack_messages WHERE team_id = ? AND channel_id = ? "
     "AND day = ? AND ts >= ? AND ts < ?", name="SELECT slack_messages (stored range)")
-SELECT_DAY_ASC = Statement(
-    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
-    "ORDER BY ts ASC", name="SELECT slack_messages (day asc)")
+# A few whole days of a channel in one request (export): a bounded set of partitions, sorted by the reader.
+SELECT_DAYS_IN = Statement(
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day IN ?",
+    name="SELECT slack_messages (days in)")
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
@@ -361,9 +362,9 @@ def all_days(db: Database, team_id: str, channel_id: str, *, first_day: int = 0,
         lo = listed[-1] + 1
 
 
-def start_day_read(db: Database, team_id: str, channel_id: str, day: int) -> Any:
-    """Start reading a whole day of a channel, oldest first (a future; `Message.from_row` each row)."""
-    return db.execute_async(SELECT_DAY_ASC, (team_id, channel_id, day))
+def start_days_read(db: Database, team_id: str, channel_id: str, days: list[int]) -> Any:
+    """Start reading whole days of a channel (a future; rows in no particular order: the caller sorts)."""
+    return db.execute_async(SELECT_DAYS_IN, (team_id, channel_id, days))
 
 
 # Bounds on one timeline request: days listed per channel id, rows read in all. A page stops early (with a
