@@ -60,6 +60,11 @@ def _measured(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     return elapsed, rss_kb // 1024, done.stdout
 
 
+def _note(part: str, figures: dict[str, Any]) -> None:
+    """A part's figures on stderr as soon as they are known (a later failure does not lose them)."""
+    print(f"{part}: {figures}", file=sys.stderr, flush=True)
+
+
 def _spec(n: int, seed: int) -> ExportSpec:
     return ExportSpec(seed=seed, team_id="TBENCHHIST", messages=n, n_users=200, n_channels=50, n_private=0,
                       n_dms=0, n_mpims=0, days=730, thread_share=0.08, reaction_share=0.15, edit_share=0.05,
@@ -106,12 +111,13 @@ def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool
                                      "replies": summary.replies, "files": summary.files,
                                      "zip_mb": round(summary.zip_bytes / 1e6, 1), "day_files": summary.day_files,
                                      "seconds": round(time.perf_counter() - started, 1)}
-        with scratch_keyspace("hist") as db:
+        with scratch_keyspace("hist", request_timeout=60.0) as db:
             seconds, rss, _ = _measured([CHRONICLE, "slack", "import-export", str(path), "--no-progress"],
                                         _env(db.keyspace))
             out[f"import_{label}"] = {"messages": summary.messages, "seconds": round(seconds, 1),
                                       "messages_per_s": round(summary.messages / seconds),
                                       "peak_rss_mb": rss}
+            _note(f"import_{label}", out[f"import_{label}"])
             if label != "big" or not do_export:
                 continue
             exported = workdir / "exported.zip"
@@ -120,6 +126,7 @@ def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool
             out["export_big"] = {"messages": summary.messages, "seconds": round(seconds, 1),
                                  "messages_per_s": round(summary.messages / seconds), "peak_rss_mb": rss,
                                  "zip_mb": round(exported.stat().st_size / 1e6, 1)}
+            _note("export_big", out["export_big"])
             _measured([CHRONICLE, "slack", "import-export", str(exported), "--team", "TBENCHBACK", "--no-progress"],
                       _env(db.keyspace))
             first, again = channel_state(db, "TBENCHHIST"), channel_state(db, "TBENCHBACK")
@@ -150,7 +157,7 @@ def _fill(fake: FakeSlackWebApi, channel_count: int, per_channel: int, seed: int
 
 
 def bench_backfill(channel_count: int, per_channel: int, per_second: int, window: float) -> dict[str, Any]:
-    with FakeSlackWebApi(team_id="TBACKKILL") as fake, scratch_keyspace("hist") as db:
+    with FakeSlackWebApi(team_id="TBACKKILL") as fake, scratch_keyspace("hist", request_timeout=60.0) as db:
         total = _fill(fake, channel_count, per_channel)
         # A per-method limit (Slack's tiers are per method): `per_second` a second over a sliding `window`.
         fake.rate_per_minute = {m: int(per_second * 60) for m in (

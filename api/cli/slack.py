@@ -184,13 +184,16 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
         with cassandra_errors(), progress_bars(progress) as bar:
             bars: dict[str, Any] = {"messages": bar("messages", None)}
 
-            def on_progress(kind: str, n: Any) -> None:
+            def on_progress(kind: str, value: Any) -> None:
                 if kind == "channels":
-                    bars["channels"] = bar("channels", n)
+                    bars["channels"] = bar("channels", value)
+                elif kind == "channel_start":
+                    bars["current"] = bar(f"#{value}"[:24], None)  # one bar per channel, as it starts
                 elif kind == "channel":
-                    bars["channels"](n)
+                    bars["channels"](value)
                 else:
-                    bars["messages"](n)
+                    bars["messages"](value)
+                    bars["current"](value)
 
             try:
                 report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,

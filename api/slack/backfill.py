@@ -125,8 +125,9 @@ class Report:
 
 
 class Backfill:
-    """One workspace's backfill run. `progress(kind, n)` reports work: ("channels", total) once, then
-    ("channel", 1) per finished channel, ("messages", n) as pages are stored."""
+    """One workspace's backfill run. `progress(kind, value)` reports work: ("channels", total) once,
+    ("channel_start", name) as a channel begins, ("messages", n) as its pages are stored, ("channel", 1) when
+    it is done."""
 
     def __init__(self, db: Database | None, team_id: str, token: str, options: Options = Options(), *,
                  base_url: str | None = None,
@@ -215,6 +216,7 @@ class Backfill:
 
     def _channel(self, snap: ingest.ChannelSnapshot) -> ChannelResult:
         result = ChannelResult(channel_id=snap.channel_id, name=snap.name)
+        self.progress("channel_start", snap.name)
         members = sum(len(p) for p in self._pages("conversations.members", "members", channel=snap.channel_id,
                                                     limit=500))
         snap = dataclasses.replace(snap, members=members)
@@ -245,6 +247,7 @@ class Backfill:
             parsed = self._parse(ch, page, result)
             lower = min((hm.message.ts for hm in parsed), default=oldest) if more else oldest
             newest_seen = max([newest_seen, *(hm.message.ts for hm in parsed)])
+            replies_before = result.replies
             writes = self._page_writes(ch, parsed, lower, upper, observed, result)
             if not self.options.dry_run:
                 db.execute_many(writes, batch_size=20)
@@ -252,7 +255,7 @@ class Backfill:
                     ingest.note_stored(db, hm.message)
             result.pages += 1
             result.messages += len(parsed)
-            self.progress("messages", len(parsed))
+            self.progress("messages", len(parsed) + result.replies - replies_before)
             upper = lower
             if not more:
                 break

@@ -19,6 +19,7 @@ fails (`BadArchive`) only when the file is not a ZIP at all or breaks the archiv
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import datetime as dt
 import hashlib
@@ -288,57 +289,70 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
     pending: list[tuple[Statement, Params]] = []
     pending_files: list[tuple[str, str, int]] = []
     stored: list[Any] = []
+    # Groups are written on one background thread while the next group is parsed (at most two in flight); a
+    # group's day files are recorded only after its rows are all written.
+    writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writer")
+    in_flight: collections.deque = collections.deque()
 
-    def flush() -> None:
-        if not dry_run and pending:
-            db.execute_many(pending, batch_size=50)
-            for hm in stored:
+    def write_group(rows: list[tuple[Statement, Params]], files: list[tuple[str, str, int]], done_messages: list[Any]
+                    ) -> None:
+        if rows:
+            db.execute_many(rows, batch_size=50)
+            for hm in done_messages:
                 ingest.note_stored(db, hm.message)
-        if not dry_run and pending_files:
+        if files:
             db.execute_many([(INSERT_DONE, (team, archive.archive_id, folder, entry, n, int(time.time() * 1e6)))
-                             for folder, entry, n in pending_files])
+                             for folder, entry, n in files])
+
+    def flush(last: bool = False) -> None:
+        if not dry_run and (pending or pending_files):
+            in_flight.append(writer.submit(write_group, list(pending), list(pending_files), list(stored)))
         pending.clear()
         pending_files.clear()
         stored.clear()
+        while in_flight and (last or len(in_flight) > 1):
+            in_flight.popleft().result()  # a failed group raises here: the import stops, resumable
 
-    for folder_name, _day, entry in todo:
-        folder = folders[folder_name]
-        counts = report.channels[folder.snapshot.name]
-        value, why = archive.json(entry)
-        if why is not None or not isinstance(value, list):
-            report.skip(entry, why or "day file is not a JSON list of messages")
-            counts.skipped += 1
-            continue
-        counts.day_files += 1
-        n = 0
-        for i, m in enumerate(value):
-            try:
-                hm = history_message(team, folder.channel_id, m)
-            except BadEvent as exc:
-                report.skip(f"{entry}[{i}]", str(exc))
+    try:
+        for folder_name, _day, entry in todo:
+            folder = folders[folder_name]
+            counts = report.channels[folder.snapshot.name]
+            value, why = archive.json(entry)
+            if why is not None or not isinstance(value, list):
+                report.skip(entry, why or "day file is not a JSON list of messages")
                 counts.skipped += 1
                 continue
-            if hm.hidden:
-                report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
-                counts.skipped += 1
-                continue
-            subtype = hm.message.subtype
-            if subtype is not None and subtype not in KNOWN_SUBTYPES:
-                report.unknown_subtypes[subtype] += 1
-            if not dry_run:
-                pending.extend(ingest.history_rows(db, hm, observed_at=observed_at))
-                stored.append(hm)
-                if hm.purpose is not None or hm.topic is not None:
-                    ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
-                                          topic=hm.topic)
-            report.files_queued += len(hm.message.files or ())
-            n += 1
-        counts.messages += n
-        pending_files.append((folder_name, entry, n))
-        if progress is not None:
-            progress(folder.snapshot.name, n)
-        if len(stored) >= group_messages or len(pending_files) >= 200:
-            flush()
-    flush()
+            counts.day_files += 1
+            n = 0
+            for i, m in enumerate(value):
+                try:
+                    hm = history_message(team, folder.channel_id, m)
+                except BadEvent as exc:
+                    report.skip(f"{entry}[{i}]", str(exc))
+                    counts.skipped += 1
+                    continue
+                if hm.hidden:
+                    report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
+                    counts.skipped += 1
+                    continue
+                subtype = hm.message.subtype
+                if subtype is not None and subtype not in KNOWN_SUBTYPES:
+                    report.unknown_subtypes[subtype] += 1
+                if not dry_run:
+                    pending.extend(ingest.history_rows(db, hm, observed_at=observed_at))
+                    stored.append(hm)
+                    if hm.purpose is not None or hm.topic is not None:
+                        ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
+                                              topic=hm.topic)
+                report.files_queued += len(hm.message.files or ())
+                n += 1
+            counts.messages += n
+            pending_files.append((folder_name, entry, n))
+            if progress is not None:
+                progress(folder.snapshot.name, n)
+            if len(stored) >= group_messages or len(pending_files) >= 200:
+                flush()
+        flush(last=True)
+    finally:
+        writer.shutdown(wait=True, cancel_futures=True)
     return report
-
