@@ -159,8 +159,9 @@ def _fill(fake: FakeSlackWebApi, channel_count: int, per_channel: int, seed: int
 def bench_backfill(channel_count: int, per_channel: int, per_second: int, window: float) -> dict[str, Any]:
     with FakeSlackWebApi(team_id="TBACKKILL") as fake, scratch_keyspace("hist", request_timeout=60.0) as db:
         total = _fill(fake, channel_count, per_channel)
-        # A per-method limit (Slack's tiers are per method): `per_second` a second over a sliding `window`.
-        fake.rate_per_minute = {m: int(per_second * 60) for m in (
+        # A per-method limit (Slack's tiers are per method): `per_second` a second over a sliding `window` (the
+        # fake's `rate_per_minute` is the number accepted per `window_seconds`).
+        fake.rate_per_minute = {m: int(per_second * window) for m in (
             "conversations.history", "conversations.replies", "conversations.list", "conversations.members",
             "users.list", "auth.test")}
         fake.window_seconds = window
