@@ -41,9 +41,6 @@ log = structlog.get_logger("chronicle.slack.backfill")
 SELECT_CURSOR = Statement(
     "SELECT channel_id, newest_ts, run_oldest, run_latest, run_started, page_cursor, page_upper, run_newest, "
     "pages, messages FROM slack_backfill_cursors WHERE team_id = ? AND channel_id = ?")
-SELECT_CURSORS = Statement(
-    "SELECT channel_id, newest_ts, run_latest, pages, messages, finished_at FROM slack_backfill_cursors "
-    "WHERE team_id = ?")
 START_RUN = Statement(
     "UPDATE slack_backfill_cursors SET run_oldest = ?, run_latest = ?, run_started = ?, page_cursor = '', "
     "page_upper = ?, run_newest = 0, pages = 0, messages = 0 WHERE team_id = ? AND channel_id = ?")
@@ -333,11 +330,4 @@ class Backfill:
                 writes.append(messages.reactions_write(team, channel_id, ts, removed, at=observed, added=False))
                 result.reactions_removed += len(removed)
         return writes
-
-
-def cursors(db: Database, team_id: str) -> list[dict[str, Any]]:
-    """Every channel's backfill state (for `--dry-run` reports and admins)."""
-    return [{"channel_id": r.channel_id, "newest_ts": us_to_ts(r.newest_ts) if r.newest_ts else None,
-             "in_progress": bool(r.run_latest), "pages": r.pages, "messages": r.messages}
-            for r in db.execute(SELECT_CURSORS, (team_id,))]
 

@@ -169,13 +169,6 @@ def get(db: Database, team_id: str, user_id: str) -> dict[str, Any] | None:
     return _to_json(row) if row is not None else None
 
 
-def first_post(db: Database, team_id: str, user_id: str) -> tuple[int, str] | None:
-    row = db.execute(SELECT_USER, (team_id, bucket_of(user_id), user_id)).one()
-    if row is None or row.first_post_ts is None:
-        return None
-    return row.first_post_ts, row.first_post_channel
-
-
 def page(db: Database, team_id: str, *, limit: int, bucket: int = 0, after: str = ""
          ) -> tuple[list[dict[str, Any]], tuple[int, str] | None]:
     """Users in (bucket, user_id) order after position (bucket, after); returns (users, next position)."""

@@ -100,6 +100,17 @@ def rename(channel: str, name: str, at: str) -> dict[str, Any]:
 
 # -- reads --------------------------------------------------------------------------------------------------
 
+def workspace_get(client, team: str, path: str, **params: Any) -> Any:
+    """GET /slack/teams/{team}{path} (asserting 200), with the team id masked: the only thing allowed to differ
+    between workspaces that replay the same scenario."""
+    r = client.get(f"/slack/teams/{team}{path}", headers=ALL, query_string=params)
+    assert r.status_code == 200, (path, r.json)
+    body = r.json
+    if isinstance(body, dict) and body.get("team_id") == team:
+        body["team_id"] = "<team>"
+    return body
+
+
 def timeline(client, team: str, channel: str, **params: Any) -> list[dict[str, Any]]:
     """The first page of a channel's timeline (asserting 200)."""
     r = client.get(f"/slack/teams/{team}/channels/{channel}/messages", headers=ALL, query_string=params)

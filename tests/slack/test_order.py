@@ -21,6 +21,7 @@ from tests.slack.helpers import (
     post_event,
     reaction,
     rename,
+    workspace_get,
 )
 
 C, OLD, NEW = "CORDER01", "CIDOLD01", "CIDNEW01"
@@ -80,12 +81,7 @@ def scenario() -> list[dict]:
 def snapshot(client, team: str) -> dict:
     """Everything the read API returns for the scenario's channels."""
     def get(path: str, **params):
-        r = client.get(f"/slack/teams/{team}{path}", headers=ALL, query_string=params)
-        assert r.status_code == 200, (path, r.json)
-        body = r.json
-        if isinstance(body, dict) and body.get("team_id") == team:
-            body["team_id"] = "<team>"  # the only thing allowed to differ between workspaces
-        return body
+        return workspace_get(client, team, path, **params)
 
     out = {
         "timeline": get(f"/channels/{C}/messages", include_deleted="true", limit=200),

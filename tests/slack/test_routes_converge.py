@@ -18,7 +18,7 @@ import pytest
 from api.slack.backfill import Backfill, Options
 from api.slack.zip_import import import_export
 from tests.fakes.slack_web_api import DEFAULT_TOKEN, FakeSlackWebApi
-from tests.slack.helpers import ALL, channel_event, created, delete, edit, msg, post_event, reaction, rename
+from tests.slack.helpers import channel_event, created, delete, edit, msg, post_event, reaction, rename, workspace_get
 
 C = "CROUTE01"
 BASE = 1700000000
@@ -113,12 +113,7 @@ def deliver(client, db, team: str, units: list, zip_path) -> None:
 
 def snapshot(client, team: str) -> dict:
     def get(path: str, **params):
-        r = client.get(f"/slack/teams/{team}{path}", headers=ALL, query_string=params)
-        assert r.status_code == 200, (path, r.json)
-        body = r.json
-        if isinstance(body, dict) and body.get("team_id") == team:
-            body["team_id"] = "<team>"
-        return body
+        return workspace_get(client, team, path, **params)
 
     users = get("/users")
     for u in users["users"]:
