@@ -28,6 +28,19 @@ def slack() -> None:
     """The Slack archive's background work."""
 
 
+def _database(keyspace: str | None) -> Any:
+    """A Database on `keyspace` (else CHRONICLE_KEYSPACE) with JSON logging; bad settings exit 2."""
+    from api.db import Database
+    from api.observability import configure_logging
+
+    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+        settings = Settings.from_env()
+        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
+    configure_logging(settings.log_level)
+    logging.getLogger("cassandra").setLevel(logging.WARNING)
+    return Database(settings)
+
+
 @slack.command("file-worker", context_settings=CONTEXT, short_help="Fetch Slack files into object storage.")
 @click.option("--once", is_flag=True, help="Process the files due now, then exit (retries not yet due stay queued).")
 @click.option("--interval", default=2.0, show_default=True, help="Seconds to sleep when nothing is due.")
@@ -46,20 +59,15 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
     Exit codes: 0 done (--once) or stopped by a signal, 1 some files failed permanently in --once mode
     (with --fail-on-error), 2 bad configuration, 3 Cassandra unreachable.
     """
-    from api.db import Database
-    from api.observability import configure_logging
     from api.slack.files import FileWorker, Stats
     from api.slack.settings import SlackSettings
 
     with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
-        settings = Settings.from_env()
-        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
         slack_settings = SlackSettings.from_env()
-    configure_logging(settings.log_level)
-    logging.getLogger("cassandra").setLevel(logging.WARNING)
+    db = _database(keyspace)
+    settings = db.settings
     if not slack_settings.bot_token and not slack_settings.bot_tokens:
         click.echo("warning: no CHRONICLE_SLACK_BOT_TOKEN(S): every download will fail", err=True)
-    db = Database(settings)
     try:
         with cassandra_errors():
             db.session  # noqa: B018 - connect now, to fail fast with exit code 3
@@ -110,18 +118,6 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
 # -- history in and out ------------------------------------------------------------------------------------
 
 EXIT_BAD_TOKEN, EXIT_MISSING_SCOPE, EXIT_RATE_LIMITED = 5, 6, 7
-
-
-def _database(keyspace: str | None) -> Any:
-    from api.db import Database
-    from api.observability import configure_logging
-
-    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
-        settings = Settings.from_env()
-        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
-    configure_logging(settings.log_level)
-    logging.getLogger("cassandra").setLevel(logging.WARNING)
-    return Database(settings)
 
 
 def _epoch(value: str | None, option: str) -> int | None:
