@@ -70,7 +70,7 @@ def _run_schemathesis(base: str, token: str, tmp_path: Path) -> subprocess.Compl
     return subprocess.run(
         [str(BIN / "schemathesis"), "--no-color", "--config-file", str(ROOT / "tests" / "schemathesis.toml"),
          "run", f"{base}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
-         "--max-examples", "25", "--generation-deterministic", "--workers", "2",
+         "--max-examples", "25", "--generation-deterministic", "--workers", "1",
          "--header", f"Authorization: Bearer {token}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900)
 

@@ -295,3 +295,74 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
     finally:
         db.close()
     emit(report.to_json())
+
+
+@slack.command("report", context_settings=CONTEXT, short_help="Generate, store, print and post an activity report.")
+@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--start", default=None, help="First day (YYYY-MM-DD, UTC) [default: the latest Sunday-start week "
+                                            "that has ended].")
+@click.option("--days", type=click.IntRange(1, 31), default=7, show_default=True, help="Length of the period.")
+@click.option("--include-private", is_flag=True, help="Count private channels too.")
+@click.option("--stored", is_flag=True, help="Print the stored report; do not generate (exit 4 when none).")
+@click.option("--format", "output_format", type=click.Choice(["json", "html", "blocks"]), default="json",
+              show_default=True, help="What to print: the document, the HTML page, or the Slack blocks.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the output to this file instead of stdout.")
+@click.option("--post", is_flag=True, help="Post it to Slack with the workspace's bot token (chat.postMessage).")
+@click.option("--channel", default=None, help="Channel of the workspace post [env CHRONICLE_SLACK_REPORT_CHANNEL].")
+@click.option("--per-channel", is_flag=True, help="With --post: each channel's report to #<channel>-stats.")
+@click.option("--dm-users", default=None, help="With --post: comma-separated user ids that opted in to a DM "
+                                               "[env CHRONICLE_SLACK_REPORT_DM_USERS].")
+@click.option("--anonymise", is_flag=True, help="Replace users and channels with stable fakes (output and post).")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+def report(team_id: str, start: str | None, days: int, include_private: bool, stored: bool, output_format: str,
+           out_path: str | None, post: bool, channel: str | None, per_channel: bool, dm_users: str | None,
+           anonymise: bool, keyspace: str | None) -> None:
+    """Compute the activity report of a period (default: last week), compared with the period before, store it
+    (replacing a stored one atomically) and print it; optionally post it to Slack. Which messages count and
+    every figure: docs/slack-reports.md.
+
+    Exit codes: 0 done, 1 failed (Slack refused the post), 2 usage error, 3 Cassandra unreachable,
+    4 --stored and no stored report.
+    """
+    import datetime as dt
+    import json
+
+    from api.cli.common import EXIT_NOT_FOUND
+    from api.slack.reports import blocks, render, service
+    from api.slack.reports.anonymise import anonymise as anonymised_copy
+    from api.slack.reports.period import BadPeriod, Period, last_full_week
+    from api.slack.settings import SlackSettings
+
+    with fail_on(ValueError, BadPeriod, code=EXIT_USAGE, prefix="bad --start: "):
+        period = Period(dt.date.fromisoformat(start), days) if start else \
+            Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, days)
+    db = _database(keyspace)
+    try:
+        with cassandra_errors():
+            if stored:
+                document = service.get(db, team_id, period.report_id)
+                if document is None:
+                    fail(f"no stored report {period.report_id} for workspace {team_id}", EXIT_NOT_FOUND)
+            else:
+                document = service.generate(db, team_id, period, include_private=include_private)
+    finally:
+        db.close()
+    shown = anonymised_copy(document) if anonymise else document
+    if output_format == "html":
+        text = render.html(shown)
+    elif output_format == "blocks":
+        text = json.dumps([{"blocks": part} for part in blocks.split(blocks.workspace_blocks(shown))], indent=1)
+    else:
+        text = json.dumps(shown, ensure_ascii=False)
+    if out_path:
+        with open(out_path, "w", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        click.echo(text)
+    if post:
+        users = tuple(u.strip() for u in dm_users.split(",") if u.strip()) if dm_users is not None else None
+        with fail_on(blocks.PostError, code=EXIT_FAILED):
+            delivery = service.post(document, SlackSettings.from_env(), channel=channel, per_channel=per_channel,
+                                    dm_users=users, anonymised=anonymise)
+        click.echo(json.dumps({"posted": delivery.posted, "skipped": delivery.skipped}), err=True)

@@ -311,15 +311,17 @@ class Backfill:
             return writes
         # What the stored archive has and Slack no longer shows: top-level messages of the range, and replies
         # of the threads whose replies were fetched (or whose parent is gone).
-        gone: list[int] = [ts for ts, r in stored.items()
-                           if (r.thread_ts is None or r.thread_ts == ts) and ts not in seen and not r.deleted]
+        gone: list[tuple[int, int | None]] = [  # (ts, thread_ts of a reply)
+            (ts, None) for ts, r in stored.items()
+            if (r.thread_ts is None or r.thread_ts == ts) and ts not in seen and not r.deleted]
         for thread_ts in threads:
             fetched = {hm.message.ts for hm in thread_replies.get(thread_ts, ())}
             for reply in messages.start_reply_authors(db, team, channel_id, thread_ts).result():
                 if reply.ts not in fetched and reply.ts not in seen:
-                    gone.append(reply.ts)
-        for ts in gone:
-            writes.append(messages.deleted_seen_write(team, channel_id, ts, at=max(observed, ts)))
+                    gone.append((reply.ts, thread_ts))
+        for ts, thread_ts in gone:
+            writes.extend(messages.deleted_seen_writes(team, channel_id, ts, at=max(observed, ts),
+                                                       thread_ts=thread_ts))
         result.deleted_seen += len(gone)
         for ts, hm in seen.items():
             row = stored.get(ts)

@@ -51,6 +51,10 @@ SET_INDEX_DELETED = Statement(
 
 INSERT_MEMBERS = Statement(
     "INSERT INTO slack_channel_members (team_id, channel_id, observed_at, members, source) VALUES (?, ?, ?, ?, ?)")
+# A channel known only from its messages (the app joined a workspace whose channels already existed): listed in
+# the index by id, so reports find it; its name arrives with the next channel event or history snapshot.
+TOUCH_INDEX = Statement("INSERT INTO slack_channel_index (team_id, channel_id) VALUES (?, ?)",
+                        name="TOUCH slack_channel_index")
 SELECT_MEMBERS = Statement(
     "SELECT observed_at, members, source FROM slack_channel_members WHERE team_id = ? AND channel_id = ? "
     "AND observed_at >= ? AND observed_at < ? LIMIT ?")
@@ -70,6 +74,8 @@ _INDEX_COLUMNS = "channel_id, name, deleted, visibility, prev_channel_id, next_c
 SELECT_INDEX_PAGE = Statement(
     f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ? AND channel_id > ? LIMIT ?",
     name="SELECT slack_channel_index (page)")
+SELECT_INDEX_ALL = Statement(
+    f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ?", name="SELECT slack_channel_index (all)")
 SELECT_INDEX_ONE = Statement(
     f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ? AND channel_id = ?",
     name="SELECT slack_channel_index (one)")
@@ -117,6 +123,10 @@ def set_archived(db: Database, team_id: str, channel_id: str, at: int, archived:
     db.execute(SET_ARCHIVED if archived else UNSET_ARCHIVED, (at, team_id, channel_id))
 
 
+def index_touch_write(team_id: str, channel_id: str) -> Write:
+    return (TOUCH_INDEX, (team_id, channel_id))
+
+
 def members_write(team_id: str, channel_id: str, at: int, members: int, source: str) -> Write:
     """One observation of a channel's member count (seed 000's ChannelMembers log)."""
     return (INSERT_MEMBERS, (team_id, channel_id, at, members, source))
@@ -134,6 +144,12 @@ def member_counts(db: Database, team_id: str, channel_id: str, *, since: int = 0
     """(observed_at µs, members, source) newest first."""
     return [(r.observed_at, r.members, r.source)
             for r in db.execute(SELECT_MEMBERS, (team_id, channel_id, since, until, limit))]
+
+
+def start_member_counts(db: Database, team_id: str, channel_id: str, *, since: int, until: int,
+                        limit: int = 1000) -> Any:
+    """Start reading a channel's member-count log in [since, until) (a future of rows, newest first)."""
+    return db.execute_async(SELECT_MEMBERS, (team_id, channel_id, since, until, limit))
 
 
 def visibility(db: Database, team_id: str, channel_id: str) -> str | None:
@@ -197,6 +213,11 @@ def metadata(db: Database, team_id: str, channel_id: str, chain: list[Any]) -> d
         "prev_channel_id": head.prev_channel_id, "next_channel_id": head.next_channel_id,
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def every_indexed(db: Database, team_id: str) -> list[Any]:
+    """Every row of a workspace's channel index (one partition, bounded by the workspace's channel count)."""
+    return list(db.execute(SELECT_INDEX_ALL, (team_id,)))
 
 
 # Bounds on one index request: rows read in all (a page of mostly hidden channels stops early, with a cursor).

@@ -144,7 +144,8 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
             ingest.store_message(db, msg, write_ts=event.at, edited_ts=event.edited_ts, versions=event.versions,
                                  raw=raw)
         case MessageDeleted():
-            messages.mark_deleted(db, team, event.channel_id, event.ts, deleted_at=event.at)
+            messages.mark_deleted(db, team, event.channel_id, event.ts, deleted_at=event.at,
+                                  thread_ts=event.thread_ts)
         case Reaction():
             messages.set_reaction(db, team, event.channel_id, event.ts, event.emoji, event.user,
                                   added=event.added, at=event.at)

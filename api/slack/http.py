@@ -64,7 +64,9 @@ class EventsBlueprint(Blueprint):
 
 def blueprints() -> list[Blueprint]:
     """The Slack blueprints for one app."""
-    return [EventsBlueprint(), blp]
+    from api.slack.reports.http import blp as reports_blp
+
+    return [EventsBlueprint(), blp, reports_blp]
 
 
 @blp.after_request

@@ -27,12 +27,15 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
                  ) -> list[tuple[Statement, Params]]:
     """Every row one message event writes: message row, day listing, thread index, text versions, and one work
     queue item per file to fetch. Bulk loaders send many of these through one `execute_many`."""
-    return [
+    rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
         *_first_post(db, msg),
     ]
+    if not messages.day_listed(db, msg):  # once per channel-day per process: the channel is in the index
+        rows.append(channels.index_touch_write(msg.team_id, msg.channel_id))
+    return rows
 
 
 def _first_post(db: Database, msg: NewMessage) -> list[tuple[Statement, Params]]:
@@ -59,7 +62,7 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     """
     msg = hm.message
     if hm.tombstone:
-        return [messages.deleted_seen_write(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))]
+        return messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))
     edited = hm.edited_ts
     rows = message_rows(db, msg, write_ts=edited or msg.ts, edited_ts=edited,
                         versions=((edited, msg.text),) if edited is not None and msg.text is not None else (),

@@ -11,7 +11,9 @@ newest value per cell, so any arrival order of the same events converges to the 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from cassandra import ConsistencyLevel
 
 from api.db import Database, Params, Statement, without_none
+from api.slack import mrkdwn
 from api.slack.codec import compress_json
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
 
@@ -35,9 +38,18 @@ _COLUMNS = f"team_id, original_text, {_PAGE_COLUMNS}"
 UPSERT_MESSAGE = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET msg_ts = :msg_ts, user_id = :user_id, text = :text, "
     "subtype = :subtype, bot_id = :bot_id, username = :username, thread_ts = :thread_ts, files = :files, "
-    "edited_ts = :edited_ts, original_text = :original_text, raw = :raw "
+    "edited_ts = :edited_ts, original_text = :original_text, raw = :raw, word_count = :word_count, "
+    "mentions = :mentions, parent_user_id = :parent_user_id "
     "WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
     name="UPSERT slack_messages")
+# A reply on its thread head's row (reply ts -> author), at the reply's own ts: the head's reply pairs and count
+# come with the head. Removed at the delete time when the reply is deleted (a later delete wins any redelivery).
+ADD_REPLY_TO_HEAD = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET replies[?] = ? WHERE team_id = ? AND channel_id = ? AND day = ? "
+    "AND ts = ?", name="REPLY+ slack_messages")
+REMOVE_REPLY_FROM_HEAD = Statement(
+    "DELETE replies[?] FROM slack_messages USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND day = ? "
+    "AND ts = ?", name="REPLY- slack_messages")
 MARK_DELETED = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET deleted = true, deleted_ts = :deleted_ts "
     "WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
@@ -94,6 +106,11 @@ SELECT_STORED_RANGE = Statement(
 SELECT_DAYS_IN = Statement(
     f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day IN ?",
     name="SELECT slack_messages (days in)")
+# What a report counts of a message (issue 10): one channel-day partition at a time, no text.
+SELECT_REPORT_DAY = Statement(
+    "SELECT ts, msg_ts, user_id, subtype, bot_id, thread_ts, deleted, word_count, mentions, reactions, "
+    "parent_user_id, replies FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="SELECT slack_messages (report day)")
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
@@ -125,6 +142,7 @@ class NewMessage:
     username: str | None = None
     thread_ts: int | None = None
     files: list[dict] | None = None
+    parent_user_id: str | None = None  # a reply's thread author, as Slack sends it
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: that triples the cost of building 50 per page; never mutated
@@ -215,6 +233,9 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
         "subtype": msg.subtype, "bot_id": msg.bot_id, "username": msg.username, "thread_ts": msg.thread_ts,
         "files": json.dumps(msg.files, separators=(",", ":")) if msg.files else None,
         "edited_ts": edited_ts, "raw": compress_json(raw) if raw is not None else None,
+        "word_count": mrkdwn.word_count(msg.text) if msg.text is not None else None,
+        "mentions": mrkdwn.mentioned_users(msg.text, msg.user) if msg.text is not None else None,
+        "parent_user_id": msg.parent_user_id,
     }))]
     if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
@@ -222,6 +243,9 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
         writes.append((INSERT_REPLY, without_none({
             "team_id": msg.team_id, "channel_id": msg.channel_id, "thread_ts": msg.thread_ts, "ts": msg.ts,
             "user_id": msg.user})))
+        # At the reply's ts whatever the write is (post or edit): a delete of the reply, later, always wins.
+        writes.append((ADD_REPLY_TO_HEAD, (msg.ts, msg.ts, msg.user or msg.bot_id or "", msg.team_id,
+                                           msg.channel_id, day_of(msg.thread_ts), msg.thread_ts)))
     for version_ts, text in versions:
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
     return writes
@@ -237,6 +261,11 @@ def _day_key(db: Database, msg: NewMessage) -> tuple[str, str, str, int]:
     return (db.keyspace, msg.team_id, msg.channel_id, day_of(msg.ts))
 
 
+def day_listed(db: Database, msg: NewMessage) -> bool:
+    """Whether this process already listed the message's day (then its channel is known too)."""
+    return _day_key(db, msg) in _known_days
+
+
 def note_stored(db: Database, msg: NewMessage) -> None:
     """The writes of `message_writes` all succeeded: the message's day is listed from now on."""
     if len(_known_days) >= _KNOWN_DAYS_MAX:
@@ -244,8 +273,18 @@ def note_stored(db: Database, msg: NewMessage) -> None:
     _known_days[_day_key(db, msg)] = None
 
 
-def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int) -> None:
-    db.execute(MARK_DELETED, {**_key(team_id, channel_id, ts), "wt": deleted_at, "deleted_ts": deleted_at})
+def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int,
+                 thread_ts: int | None = None) -> None:
+    """The deleted flag at the delete time; a reply (`thread_ts` known) also leaves its head's replies."""
+    writes: list[Write] = [(MARK_DELETED, {**_key(team_id, channel_id, ts), "wt": deleted_at,
+                                           "deleted_ts": deleted_at})]
+    if thread_ts is not None and thread_ts != ts:
+        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=deleted_at))
+    db.execute_many(writes)
+
+
+def reply_removed_write(team_id: str, channel_id: str, thread_ts: int, ts: int, *, at: int) -> Write:
+    return (REMOVE_REPLY_FROM_HEAD, (ts, at, team_id, channel_id, day_of(thread_ts), thread_ts))
 
 
 def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user: str, *,
@@ -262,8 +301,13 @@ def reactions_write(team_id: str, channel_id: str, ts: int, elements: Iterable[t
             {**_key(team_id, channel_id, ts), "wt": at, "r": set(elements)})
 
 
-def deleted_seen_write(team_id: str, channel_id: str, ts: int, *, at: int) -> Write:
-    return (MARK_DELETED_SEEN, (at, team_id, channel_id, day_of(ts), ts))
+def deleted_seen_writes(team_id: str, channel_id: str, ts: int, *, at: int, thread_ts: int | None = None
+                        ) -> list[Write]:
+    """History found the message gone (or a tombstone): the flag, and a reply leaves its head's replies."""
+    writes = [(MARK_DELETED_SEEN, (at, team_id, channel_id, day_of(ts), ts))]
+    if thread_ts is not None and thread_ts != ts:
+        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=at))
+    return writes
 
 
 # -- the file worker's outcome on the message ----------------------------------------------------------------
@@ -360,6 +404,33 @@ def all_days(db: Database, team_id: str, channel_id: str, *, first_day: int = 0,
         if len(listed) < _DAYS_PER_REQUEST:
             return
         lo = listed[-1] + 1
+
+
+def report_rows(db: Database, team_id: str, channel_days: Iterable[tuple[str, int]], *, in_flight: int = 64
+                ) -> Iterable[tuple[str, Any]]:
+    """(channel_id, row) for every row of the given channel-day partitions (a report's bounded set), read
+    `in_flight` partitions at a time; rows of one partition come together, partitions in the order given."""
+    pending: collections.deque[tuple[str, Any]] = collections.deque()
+    source = iter(channel_days)
+    for channel_id, day in itertools.islice(source, in_flight):
+        pending.append((channel_id, db.execute_async(SELECT_REPORT_DAY, (team_id, channel_id, day))))
+    while pending:
+        channel_id, future = pending.popleft()
+        result = future.result()
+        nxt = next(source, None)
+        if nxt is not None:
+            pending.append((nxt[0], db.execute_async(SELECT_REPORT_DAY, (team_id, nxt[0], nxt[1]))))
+        for row in result.current_rows:
+            yield channel_id, row
+        while result.has_more_pages:  # a day of more than 5,000 messages
+            result.fetch_next_page()
+            for row in result.current_rows:
+                yield channel_id, row
+
+
+def start_days_between(db: Database, team_id: str, channel_id: str, first_day: int, last_day: int) -> Any:
+    """Start reading the listed days of a channel in [first_day, last_day] (a future; a report's window)."""
+    return db.execute_async(SELECT_DAYS_ASC, (team_id, channel_id, last_day, first_day, last_day - first_day + 1))
 
 
 def start_days_read(db: Database, team_id: str, channel_id: str, days: list[int]) -> Any:

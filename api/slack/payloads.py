@@ -71,6 +71,7 @@ class MessageDeleted:
     channel_type: str | None
     ts: int
     at: int
+    thread_ts: int | None = None  # the thread of a deleted reply, when the event's previous_message says it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,7 +385,9 @@ def _message_content(r: _Reader, channel_id: str, channel_type: str | None) -> E
             raise BadEvent("missing field: event.deleted_ts")
         ts = ts_to_us(deleted)
         at = ts_to_us(r.field(ev, "ts")) if isinstance(ev.get("ts"), str) else r.event_us()
-        return MessageDeleted(channel_id=channel_id, channel_type=channel_type, ts=ts, at=max(at, ts))
+        thread = previous.get("thread_ts") if isinstance(previous, dict) else None
+        return MessageDeleted(channel_id=channel_id, channel_type=channel_type, ts=ts, at=max(at, ts),
+                              thread_ts=ts_to_us(thread) if isinstance(thread, str) else None)
     message = _new_message(r, channel_id, ev, "event")
     return MessagePosted(
         channel_id=channel_id, channel_type=channel_type, message=message,
@@ -402,6 +405,7 @@ def _new_message(r: _Reader, channel_id: str, m: dict, where: str) -> NewMessage
         bot_id=_str(m.get("bot_id")), username=_str(m.get("username")),
         thread_ts=ts_to_us(thread) if isinstance(thread, str) else None,
         files=slim_files(files) if files else None,
+        parent_user_id=m["parent_user_id"] if is_slack_id(m.get("parent_user_id")) else None,
     )
 
 

@@ -17,6 +17,9 @@ class SlackSettings:
     bot_token: str
     # The Web API (backfill): Slack's own, or a stand-in on loopback in tests.
     api_url: str
+    # Reports (issue 10): where the workspace report is posted; users who opted in to a personal DM.
+    report_channel: str
+    report_dm_users: tuple[str, ...]
     # Object storage: local directory by default, S3 (or any S3-compatible store) when a bucket is set.
     files_root: str
     s3_bucket: str
@@ -38,6 +41,9 @@ class SlackSettings:
             bot_tokens=parse_mapping(env("CHRONICLE_SLACK_BOT_TOKENS", "")),
             bot_token=env("CHRONICLE_SLACK_BOT_TOKEN", ""),
             api_url=env("CHRONICLE_SLACK_API_URL", "https://slack.com/api/"),
+            report_channel=env("CHRONICLE_SLACK_REPORT_CHANNEL", "chronicle-stats"),
+            report_dm_users=tuple(u for u in env("CHRONICLE_SLACK_REPORT_DM_USERS", "").replace(" ", "").split(",")
+                                  if u),
             files_root=env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
             s3_bucket=env("CHRONICLE_FILES_S3_BUCKET", ""),
             s3_endpoint=env("CHRONICLE_FILES_S3_ENDPOINT", ""),

@@ -12,7 +12,7 @@ Model: plain data that tests change between runs; the helpers take `lock`, so th
   replies stays as a hidden "tombstone" until its last reply goes.
 
 Methods: auth.test, conversations.list, conversations.info, conversations.members, conversations.history,
-conversations.replies, users.list; any other answers {"ok": false, "error": "unknown_method"}.
+conversations.replies, users.list, chat.postMessage; any other answers {"ok": false, "error": "unknown_method"}.
   - args come from the query string, a form body or a JSON body (slack_sdk always POSTs a form body)
   - token from "Authorization: Bearer" or a `token` arg: none -> not_authed, unknown -> invalid_auth; a scope
     missing -> missing_scope with needed/provided
@@ -24,6 +24,10 @@ conversations.replies, users.list; any other answers {"ok": false, "error": "unk
   - replies: the parent first on every page (as Slack does), then up to `limit` replies oldest first (the parent
     does not count toward limit); a ts that is not a message of the channel -> thread_not_found
   - conversations.list shows private channels only when the bot is a member
+  - chat.postMessage (scope chat:write): `channel` is a channel id, a `#name` or `name` of a known channel, or a
+    user id (a DM with the app); blocks are checked against Block Kit's limits (at most 50 blocks, section text
+    3,000 characters, 10 fields of 2,000, header 150) -> invalid_blocks; every accepted post lands in `posted`
+    as {"channel": id, "ts", "text", "blocks"}
 Rate limits and faults (attributes; change them between runs):
   rate_per_minute[method], else default_rate_per_minute (None = unlimited): accepted requests per window_seconds
   (default 60), a sliding window per token and method. Over it -> HTTP 429 {"ok": false, "error": "ratelimited"}
@@ -54,7 +58,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 DEFAULT_TOKEN = "xoxb-fake"
-DEFAULT_SCOPES = frozenset({"channels:read", "channels:history", "groups:read", "groups:history", "users:read"})
+DEFAULT_SCOPES = frozenset({"channels:read", "channels:history", "groups:read", "groups:history", "users:read",
+                            "chat:write"})
+# Block Kit limits chat.postMessage enforces (Slack answers invalid_blocks / msg_too_long past them).
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_SECTION_FIELDS = 10
+MAX_FIELD_TEXT = 2000
+MAX_HEADER_TEXT = 150
 # Slack's published tiers (requests per minute): Tier 2 = 20, Tier 3 = 50, Tier 4 = 100 (auth.test is "special").
 # Opt in with `fake.rate_per_minute = dict(SLACK_TIER_RATES)`.
 SLACK_TIER_RATES: dict[str, int] = {
@@ -140,6 +151,7 @@ class FakeSlackWebApi:
         self.retry_after_seconds = 1
         self.latency_seconds = 0.0
         self.requests: deque[tuple[float, str, int]] = deque()
+        self.posted: list[dict[str, Any]] = []
         self.lock = threading.RLock()  # one lock for model, faults and counters: answers see a consistent world
         self._messages: dict[str, dict[int, dict[str, Any]]] = {}
         self._order: dict[str, list[int]] = {}  # sorted keys of every message of the channel
@@ -548,6 +560,60 @@ class FakeSlackWebApi:
         return {"messages": copy.deepcopy(found), "has_more": has_more,
                 "response_metadata": {"next_cursor": next_cursor}}
 
+    def _chat_post_message(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._need(token, "chat:write")
+        target = args.get("channel")
+        if not isinstance(target, str) or not target:
+            raise _Fail("channel_not_found")
+        name = target.lstrip("#")
+        channel = next((c["id"] for c in self.channels.values() if c["id"] == target or c["name"] == name), None)
+        if channel is None and target in self.users:
+            channel = "D" + target[1:]  # the app's DM with that user
+        if channel is None:
+            raise _Fail("channel_not_found")
+        blocks = args.get("blocks")
+        if isinstance(blocks, str):
+            try:
+                blocks = json.loads(blocks)
+            except ValueError:
+                raise _Fail("invalid_blocks_format") from None
+        text = args.get("text")
+        if not blocks and not text:
+            raise _Fail("no_text")
+        if blocks is not None:
+            _check_blocks(blocks)
+        self._last_ts += _STEP
+        post = {"channel": channel, "ts": ts_str(self._last_ts), "text": text, "blocks": blocks}
+        self.posted.append(post)
+        return {"channel": channel, "ts": post["ts"], "message": {"type": "message", "text": text, "blocks": blocks,
+                                                                  "bot_id": self.bot_id}}
+
+
+def _check_blocks(blocks: Any) -> None:
+    """Block Kit's limits as chat.postMessage enforces them."""
+    if not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS:
+        raise _Fail("invalid_blocks", errors=[f"must be a list of at most {MAX_BLOCKS} blocks"])
+    for i, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "header":
+            text = block.get("text", {})
+            if text.get("type") != "plain_text" or not 0 < len(text.get("text", "")) <= MAX_HEADER_TEXT:
+                raise _Fail("invalid_blocks", errors=[f"header text at [{i}]"])
+        elif kind == "section":
+            text, fields = block.get("text"), block.get("fields")
+            if text is None and not fields:
+                raise _Fail("invalid_blocks", errors=[f"section at [{i}] needs text or fields"])
+            if text is not None and not 0 < len(text.get("text", "")) <= MAX_SECTION_TEXT:
+                raise _Fail("invalid_blocks", errors=[f"section text at [{i}] over {MAX_SECTION_TEXT}"])
+            if fields is not None and (len(fields) > MAX_SECTION_FIELDS or any(
+                    not 0 < len(f.get("text", "")) <= MAX_FIELD_TEXT for f in fields)):
+                raise _Fail("invalid_blocks", errors=[f"section fields at [{i}]"])
+        elif kind == "context":
+            if not 0 < len(block.get("elements", [])) <= 10:
+                raise _Fail("invalid_blocks", errors=[f"context at [{i}]"])
+        elif kind != "divider":
+            raise _Fail("invalid_blocks", errors=[f"unsupported block type at [{i}]: {kind}"])
+
 
 _METHODS = {
     "auth.test": FakeSlackWebApi._auth_test,
@@ -557,6 +623,7 @@ _METHODS = {
     "conversations.history": FakeSlackWebApi._conversations_history,
     "conversations.replies": FakeSlackWebApi._conversations_replies,
     "users.list": FakeSlackWebApi._users_list,
+    "chat.postMessage": FakeSlackWebApi._chat_post_message,
 }
 
 

@@ -1,0 +1,484 @@
+"""Every figure of a report, from one pass over the channel-day partitions of the period and the one before it.
+
+Reads (all bounded; no scan, no filtering): the channel index (one partition), each channel's day listing in
+the window (one partition per channel), the listed channel-day partitions of slack_messages (at most
+2 x days per channel), the 8 user buckets, and each reported channel's member-count log in the window.
+
+Which messages count (docs/slack-reports.md): a message that arrived (not only state that came before it),
+not deleted, posted by a person (a user id, no bot id) and without a subtype, except the three subtypes that
+are a person's own post: thread_broadcast, file_share, me_message. Seed 000 left every subtype out; those
+three are ordinary posts in today's Slack, so leaving them out would drop people's replies and uploads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import heapq
+import statistics
+import time
+import zoneinfo
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from api.db import Database
+from api.slack import channels, messages, users
+from api.slack.reports.period import Period
+from api.slack.timeutil import US_PER_DAY, US_PER_SECOND, us_to_ts
+
+COUNTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+TOP = 20  # rows of each "top" list
+TOP_MESSAGES = 10
+TOP_PER_CHANNEL = 5
+_US_PER_HOUR = 3600 * US_PER_SECOND
+# 1970-01-01 was a Thursday: weekday (Monday = 0) of UTC day d is (d + 3) % 7.
+_EPOCH_WEEKDAY = 3
+
+
+def fig(value: float | int | None, previous: float | int | None) -> dict[str, Any]:
+    """A figure with the previous period's value and the change (None where either is undefined)."""
+    change = None
+    if value is not None and previous is not None:
+        change = round(value - previous, 4) if isinstance(value, float) or isinstance(previous, float) \
+            else value - previous
+    return {"value": value, "previous": previous, "change": change}
+
+
+class _Clock:
+    """A user's local time: their IANA zone where Slack gave one, their fixed offset otherwise, UTC last."""
+
+    __slots__ = ("zone", "offset_us")
+
+    def __init__(self, tz: str | None, tz_offset: int | None) -> None:
+        self.zone: zoneinfo.ZoneInfo | None = None
+        self.offset_us = (tz_offset or 0) * US_PER_SECOND
+        if tz:
+            try:
+                self.zone = zoneinfo.ZoneInfo(tz)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                self.zone = None
+
+    def weekday_hour(self, ts: int) -> tuple[int, int]:
+        if self.zone is not None:
+            local = dt.datetime.fromtimestamp(ts / US_PER_SECOND, self.zone)
+            return local.weekday(), local.hour
+        t = ts + self.offset_us
+        return (t // US_PER_DAY + _EPOCH_WEEKDAY) % 7, (t % US_PER_DAY) // _US_PER_HOUR
+
+
+_UTC = _Clock(None, 0)
+
+
+@dataclasses.dataclass
+class _Tally:
+    """What one period's messages add up to."""
+
+    user_messages: Counter = dataclasses.field(default_factory=Counter)
+    user_words: Counter = dataclasses.field(default_factory=Counter)
+    channel_messages: Counter = dataclasses.field(default_factory=Counter)
+    channel_words: Counter = dataclasses.field(default_factory=Counter)
+    channel_user_messages: Counter = dataclasses.field(default_factory=Counter)  # (channel, user)
+    channel_user_words: Counter = dataclasses.field(default_factory=Counter)
+    utc: list = dataclasses.field(default_factory=lambda: [[0] * 24 for _ in range(7)])
+    local: list = dataclasses.field(default_factory=lambda: [[0] * 24 for _ in range(7)])
+    tz_messages: Counter = dataclasses.field(default_factory=Counter)
+    tz_posters: dict = dataclasses.field(default_factory=dict)  # tz -> set of users
+    emoji: Counter = dataclasses.field(default_factory=Counter)
+    channel_emoji: Counter = dataclasses.field(default_factory=Counter)  # (channel, emoji)
+    reactions_given: Counter = dataclasses.field(default_factory=Counter)
+    reactions_received: Counter = dataclasses.field(default_factory=Counter)
+    reaction_pairs: Counter = dataclasses.field(default_factory=Counter)  # (reactor, author)
+    reactors: set = dataclasses.field(default_factory=set)
+    mentions_made: Counter = dataclasses.field(default_factory=Counter)
+    mentions_received: Counter = dataclasses.field(default_factory=Counter)
+    replies_by: Counter = dataclasses.field(default_factory=Counter)
+    threads_by: dict = dataclasses.field(default_factory=dict)  # user -> set of (channel, thread_ts)
+    reply_pairs: Counter = dataclasses.field(default_factory=Counter)  # (replier, thread author)
+    threads_started: int = 0
+    most_reacted: list = dataclasses.field(default_factory=list)  # heap of (count, -ts, channel, user)
+    most_replied: list = dataclasses.field(default_factory=list)
+
+    @property
+    def messages(self) -> int:
+        return sum(self.user_messages.values())
+
+    @property
+    def words(self) -> int:
+        return sum(self.user_words.values())
+
+
+def _keep_top(heap: list, item: tuple) -> None:
+    if len(heap) < TOP_MESSAGES:
+        heapq.heappush(heap, item)
+    elif item > heap[0]:
+        heapq.heapreplace(heap, item)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What a report is computed from, read once: the rows of both periods and the workspace's metadata."""
+
+    team_id: str
+    period: Period
+    channel_names: dict[str, str]  # reported channel id -> current name
+    chain_head: dict[str, str]  # every channel id read -> the reported (newest) id of its chain
+    rows: Iterable[tuple[str, Any]]  # (channel id, slack_messages row) of both periods
+    users: list[Any]  # slack_users rows
+    members: dict[str, list[tuple[int, int, str]]]  # reported channel -> (observed_at, members, source)
+
+
+def read_inputs(db: Database, team_id: str, period: Period, *, include_private: bool = False) -> Inputs:
+    """The bounded reads of a report: channel index, day listings, the listed channel days, users, members."""
+    index = {r.channel_id: r for r in channels.every_indexed(db, team_id)}
+    chain_head: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for channel_id in index:
+        head, hops = channel_id, 0
+        while index.get(head) is not None and index[head].next_channel_id and hops < channels.MAX_ID_CHAIN:
+            head, hops = index[head].next_channel_id, hops + 1
+        chain_head[channel_id] = head
+    for channel_id, head in chain_head.items():
+        row = index.get(head)
+        # The name and visibility of the newest id, else of the newest older id that has them.
+        name = row.name if row is not None else None
+        visibility = row.visibility if row is not None else None
+        if name is None or visibility is None:
+            for older in _older_ids(index, head):
+                name = name or index[older].name
+                visibility = visibility or index[older].visibility
+        if visibility == "private" and not include_private:
+            chain_head[channel_id] = ""
+            continue
+        names[head] = name or head
+    reported = [c for c, head in chain_head.items() if head]
+    first, last = period.previous.first_day, period.first_day + period.days - 1
+    listings = [(c, messages.start_days_between(db, team_id, c, first, last)) for c in reported]
+    channel_days = [(c, r.day) for c, future in listings for r in future.result()]
+    member_futures = {head: channels.start_member_counts(db, team_id, head, since=period.previous.lower_us,
+                                                         until=period.upper_us)
+                      for head in sorted(set(names))}
+    members = {head: [(r.observed_at, r.members, r.source) for r in f.result()]
+               for head, f in member_futures.items()}
+    return Inputs(team_id=team_id, period=period, channel_names=names, chain_head=chain_head,
+                  rows=messages.report_rows(db, team_id, channel_days), users=users.every_user(db, team_id),
+                  members=members)
+
+
+def _older_ids(index: dict[str, Any], head: str) -> list[str]:
+    out, seen = [], {head}
+    current = index[head].prev_channel_id if head in index else None
+    while current and current in index and current not in seen:
+        out.append(current)
+        seen.add(current)
+        current = index[current].prev_channel_id
+    return out
+
+
+def compute(inputs: Inputs) -> dict[str, Any]:
+    """The report document (docs/slack-reports.md lists every field and how it is counted)."""
+    started = time.perf_counter()
+    period, previous = inputs.period, inputs.period.previous
+    clocks: dict[str, _Clock] = {}
+    tz_of: dict[str, str] = {}
+    for u in inputs.users:
+        clocks[u.user_id] = _Clock(u.tz, u.tz_offset)
+        tz_of[u.user_id] = u.tz or "unknown"
+    tallies = {"current": _Tally(), "previous": _Tally()}
+    head_author: dict[tuple[str, int], str] = {}
+    unresolved: list[tuple[str, str, str, int]] = []  # (period, replier, channel, thread_ts)
+    lo, mid, hi = previous.lower_us, period.lower_us, period.upper_us
+    rows_read = 0
+    for channel_id, row in inputs.rows:
+        rows_read += 1
+        channel = inputs.chain_head.get(channel_id) or ""
+        ts = row.ts
+        if not channel or row.msg_ts is None or not lo <= ts < hi:
+            continue
+        user = row.user_id
+        if user is not None and row.thread_ts == ts:
+            head_author[(channel, ts)] = user
+        if row.deleted or user is None or row.bot_id is not None or row.subtype not in COUNTED_SUBTYPES:
+            continue
+        which = "current" if ts >= mid else "previous"
+        t = tallies[which]
+        words = row.word_count or 0
+        t.user_messages[user] += 1
+        t.user_words[user] += words
+        t.channel_messages[channel] += 1
+        t.channel_words[channel] += words
+        t.channel_user_messages[(channel, user)] += 1
+        t.channel_user_words[(channel, user)] += words
+        day = ts // US_PER_DAY
+        t.utc[(day + _EPOCH_WEEKDAY) % 7][(ts % US_PER_DAY) // _US_PER_HOUR] += 1
+        weekday, hour = clocks.get(user, _UTC).weekday_hour(ts)
+        t.local[weekday][hour] += 1
+        tz = tz_of.get(user, "unknown")
+        t.tz_messages[tz] += 1
+        t.tz_posters.setdefault(tz, set()).add(user)
+        if row.reactions:
+            for emoji, reactor in row.reactions:
+                t.emoji[emoji] += 1
+                t.channel_emoji[(channel, emoji)] += 1
+                t.reactions_given[reactor] += 1
+                t.reactions_received[user] += 1
+                t.reaction_pairs[(reactor, user)] += 1
+                t.reactors.add(reactor)
+            _keep_top(t.most_reacted, (len(row.reactions), -ts, channel, user, row.msg_ts))
+        if row.mentions:
+            for mentioned in row.mentions:
+                t.mentions_made[user] += 1
+                t.mentions_received[mentioned] += 1
+        if row.thread_ts is not None and row.thread_ts != ts:
+            t.replies_by[user] += 1
+            t.threads_by.setdefault(user, set()).add((channel, row.thread_ts))
+            if row.parent_user_id:
+                t.reply_pairs[(user, row.parent_user_id)] += 1
+            else:
+                unresolved.append((which, user, channel, row.thread_ts))
+        elif row.thread_ts == ts:
+            t.threads_started += 1
+            if row.replies:
+                _keep_top(t.most_replied, (len(row.replies), -ts, channel, user, row.msg_ts))
+    for which, user, channel, thread_ts in unresolved:
+        author = head_author.get((channel, thread_ts))
+        if author is not None:
+            tallies[which].reply_pairs[(user, author)] += 1
+    doc = _document(inputs, tallies["current"], tallies["previous"])
+    doc["stats"] = {"rows_read": rows_read, "compute_seconds": round(time.perf_counter() - started, 3)}
+    return doc
+
+
+def _top(current: Counter, previous: Counter, n: int = TOP) -> list[tuple[Any, dict[str, Any]]]:
+    """The n largest of `current` (ties by key), each with its figure against `previous`."""
+    keys = sorted(current, key=lambda k: (-current[k], k))[:n]
+    return [(k, fig(current[k], previous.get(k, 0))) for k in keys]
+
+
+def _ranks(counts: Counter, words: Counter) -> list[str]:
+    return sorted(counts, key=lambda u: (-counts[u], -words[u], u))
+
+
+def _median(values: list[int]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _average(total: int, n: int) -> float:
+    return round(total / n, 2) if n else 0.0
+
+
+def _users_for_half(ordered: list[str], counts: Counter, total: int) -> int:
+    running = 0
+    for i, user in enumerate(ordered, 1):
+        running += counts[user]
+        if 2 * running >= total:
+            return i
+    return 0
+
+
+def _share(part: int, total: int) -> float:
+    return round(part / total, 4) if total else 0.0
+
+
+def _user_figures(cur: _Tally, prev: _Tally) -> dict[str, Any]:
+    total, prev_total = cur.messages, prev.messages
+    order, prev_order = _ranks(cur.user_messages, cur.user_words), _ranks(prev.user_messages, prev.user_words)
+    prev_rank = {u: i for i, u in enumerate(prev_order, 1)}
+    rows, running = [], 0
+    for rank, user in enumerate(order, 1):
+        running += cur.user_messages[user]
+        rows.append({
+            "user": user, "messages": fig(cur.user_messages[user], prev.user_messages.get(user, 0)),
+            "words": fig(cur.user_words[user], prev.user_words.get(user, 0)),
+            "rank": fig(rank, prev_rank.get(user)),
+            "share": fig(_share(cur.user_messages[user], total), _share(prev.user_messages.get(user, 0), prev_total)),
+            "cumulative_share": _share(running, total)})
+    for user in prev_order:
+        if user not in cur.user_messages:
+            rows.append({"user": user, "messages": fig(0, prev.user_messages[user]),
+                         "words": fig(0, prev.user_words[user]), "rank": fig(None, prev_rank[user]),
+                         "share": fig(0.0, _share(prev.user_messages[user], prev_total)), "cumulative_share": None})
+
+    def top10(order: list[str], counts: Counter, total: int) -> float:
+        return _share(sum(counts[u] for u in order[:10]), total)
+
+    return {
+        "rows": rows,
+        "users_for_half": fig(_users_for_half(order, cur.user_messages, total),
+                              _users_for_half(prev_order, prev.user_messages, prev_total)),
+        "top10_share": fig(top10(order, cur.user_messages, total), top10(prev_order, prev.user_messages, prev_total)),
+        "messages_per_poster": {
+            "average": fig(_average(total, len(order)), _average(prev_total, len(prev_order))),
+            "median": fig(_median(list(cur.user_messages.values())), _median(list(prev.user_messages.values())))},
+        "words_per_poster": {
+            "average": fig(_average(cur.words, len(order)), _average(prev.words, len(prev_order))),
+            "median": fig(_median([cur.user_words[u] for u in order]),
+                          _median([prev.user_words[u] for u in prev_order]))},
+    }
+
+
+def _channel_figures(cur: _Tally, prev: _Tally) -> list[dict[str, Any]]:
+    keys = sorted(set(cur.channel_messages) | set(prev.channel_messages),
+                  key=lambda c: (-cur.channel_messages.get(c, 0), -prev.channel_messages.get(c, 0), c))
+    out = []
+    for channel in keys:
+        posters = {u for (c, u) in cur.channel_user_messages if c == channel} | \
+                  {u for (c, u) in prev.channel_user_messages if c == channel}
+        per_user = sorted(posters, key=lambda u: (-cur.channel_user_messages.get((channel, u), 0), u))
+        out.append({
+            "channel": channel,
+            "messages": fig(cur.channel_messages.get(channel, 0), prev.channel_messages.get(channel, 0)),
+            "words": fig(cur.channel_words.get(channel, 0), prev.channel_words.get(channel, 0)),
+            "users": [{"user": u,
+                       "messages": fig(cur.channel_user_messages.get((channel, u), 0),
+                                       prev.channel_user_messages.get((channel, u), 0)),
+                       "words": fig(cur.channel_user_words.get((channel, u), 0),
+                                    prev.channel_user_words.get((channel, u), 0))} for u in per_user]})
+    return out
+
+
+def _activity(cur: _Tally, prev: _Tally) -> dict[str, Any]:
+    def weekdays(m: list[list[int]]) -> list[int]:
+        return [sum(row) for row in m]
+
+    def hours(m: list[list[int]], days: range = range(7)) -> list[int]:
+        return [sum(m[d][h] for d in days) for h in range(24)]
+
+    def figs(a: list, b: list) -> list[dict[str, Any]]:
+        return [fig(x, y) for x, y in zip(a, b, strict=True)]
+
+    workdays = range(5)
+    cur_wd, prev_wd = weekdays(cur.utc), weekdays(prev.utc)
+    cur_total, prev_total = sum(cur_wd), sum(prev_wd)
+    tzs = sorted(set(cur.tz_messages) | set(prev.tz_messages),
+                 key=lambda z: (-cur.tz_messages.get(z, 0), z))
+    return {
+        "utc_weekday_hour": {"value": cur.utc, "previous": prev.utc},
+        "utc_weekday": figs(cur_wd, prev_wd),
+        "utc_hour": figs(hours(cur.utc), hours(prev.utc)),
+        "weekday_hours_utc": figs(hours(cur.utc, workdays), hours(prev.utc, workdays)),
+        "local_weekday": figs(weekdays(cur.local), weekdays(prev.local)),
+        "local_hour": figs(hours(cur.local), hours(prev.local)),
+        "weekday_hours_local": figs(hours(cur.local, workdays), hours(prev.local, workdays)),
+        "weekday_share": figs([_share(n, cur_total) for n in cur_wd], [_share(n, prev_total) for n in prev_wd]),
+        "workday_share": fig(_share(sum(cur_wd[:5]), cur_total), _share(sum(prev_wd[:5]), prev_total)),
+        "timezones": [{"tz": z, "messages": fig(cur.tz_messages.get(z, 0), prev.tz_messages.get(z, 0)),
+                       "posters": fig(len(cur.tz_posters.get(z, ())), len(prev.tz_posters.get(z, ())))}
+                      for z in tzs],
+    }
+
+
+def _message_refs(team_id: str, heap: list, label: str) -> list[dict[str, Any]]:
+    out = []
+    for count, neg_ts, channel, user, msg_ts in sorted(heap, key=lambda x: (-x[0], -x[1], x[2])):
+        out.append({"channel": channel, "ts": msg_ts, "user": user, label: count,
+                    "ref": f"/slack/teams/{team_id}/channels/{channel}/messages/{msg_ts}",
+                    "permalink": f"https://slack.com/archives/{channel}/p{msg_ts.replace('.', '')}"})
+        del neg_ts
+    return out
+
+
+def _is_person(u: Any) -> bool:
+    return not (u.deleted or u.is_bot or u.is_app_user or u.user_id == "USLACKBOT")
+
+
+def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
+    period, previous, team = inputs.period, inputs.period.previous, inputs.team_id
+    all_users = fig(sum(1 for u in inputs.users if _is_person(u) and (u.first_seen or 0) < period.upper_us),
+                    sum(1 for u in inputs.users if _is_person(u) and (u.first_seen or 0) < previous.upper_us))
+
+    def within(t: int | None, p: Period) -> bool:
+        return t is not None and p.lower_us <= t < p.upper_us
+
+    new_users = sorted((u for u in inputs.users if within(u.first_seen, period)),
+                       key=lambda u: (u.first_seen, u.user_id))
+    first_posts = sorted((u for u in inputs.users if within(u.first_post_ts, period)),
+                         key=lambda u: (u.first_post_ts, u.user_id))
+    members = []
+    for channel in sorted(inputs.members):
+        log = sorted(inputs.members[channel])
+        if not log:
+            continue
+        last_cur = next((m for t, m, _ in reversed(log) if t < period.upper_us), None)
+        last_prev = next((m for t, m, _ in reversed(log) if t < previous.upper_us), None)
+        members.append({"channel": channel, "members": fig(last_cur, last_prev),
+                        "observations": [{"at": us_to_ts(t), "members": m, "source": s} for t, m, s in log]})
+    doc: dict[str, Any] = {
+        "team_id": team, "report_id": period.report_id, "period": period.to_json(), "previous": previous.to_json(),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "totals": {
+            "messages": fig(cur.messages, prev.messages), "words": fig(cur.words, prev.words),
+            "posters": fig(len(cur.user_messages), len(prev.user_messages)),
+            "active_users": fig(len(set(cur.user_messages) | cur.reactors),
+                                len(set(prev.user_messages) | prev.reactors)),
+            "all_users": all_users,
+            "channels": fig(len(cur.channel_messages), len(prev.channel_messages)),
+            "reactions": fig(sum(cur.emoji.values()), sum(prev.emoji.values())),
+            "mentions": fig(sum(cur.mentions_made.values()), sum(prev.mentions_made.values())),
+            "threads": fig(cur.threads_started, prev.threads_started),
+            "replies": fig(sum(cur.replies_by.values()), sum(prev.replies_by.values())),
+        },
+        "users": _user_figures(cur, prev),
+        "channels": _channel_figures(cur, prev),
+        "activity": _activity(cur, prev),
+        "reactions": {
+            "top": [{"emoji": e, "count": f} for e, f in _top(cur.emoji, prev.emoji)],
+            "by_channel": [{"channel": c, "top": [{"emoji": e, "count": fig(cur.channel_emoji[(c, e)],
+                                                                            prev.channel_emoji.get((c, e), 0))}
+                                                  for e in sorted((e for (ch, e) in cur.channel_emoji if ch == c),
+                                                                  key=lambda e: (-cur.channel_emoji[(c, e)], e)
+                                                                  )[:TOP_PER_CHANNEL]]}
+                           for c in sorted({ch for (ch, _) in cur.channel_emoji})],
+            "given": [{"user": u, "count": f} for u, f in _top(cur.reactions_given, prev.reactions_given)],
+            "received": [{"user": u, "count": f} for u, f in _top(cur.reactions_received, prev.reactions_received)],
+            "pairs": [{"from": a, "to": b, "count": f} for (a, b), f in _top(cur.reaction_pairs, prev.reaction_pairs)],
+        },
+        "mentions": {
+            "made": [{"user": u, "count": f} for u, f in _top(cur.mentions_made, prev.mentions_made)],
+            "received": [{"user": u, "count": f} for u, f in _top(cur.mentions_received, prev.mentions_received)],
+        },
+        "threads": {
+            "responders": [{"user": u, "replies": f,
+                            "threads": fig(len(cur.threads_by.get(u, ())), len(prev.threads_by.get(u, ())))}
+                           for u, f in _top(cur.replies_by, prev.replies_by)],
+            "pairs": [{"from": a, "to": b, "count": f} for (a, b), f in _top(cur.reply_pairs, prev.reply_pairs)],
+        },
+        "top_messages": {
+            "most_reacted": _message_refs(team, cur.most_reacted, "reactions"),
+            "most_replied": _message_refs(team, cur.most_replied, "replies"),
+        },
+        "new_users": {"count": fig(len(new_users), sum(1 for u in inputs.users if within(u.first_seen, previous))),
+                      "users": [{"user": u.user_id, "first_seen": us_to_ts(u.first_seen)} for u in new_users]},
+        "first_posts": {"count": fig(len(first_posts),
+                                     sum(1 for u in inputs.users if within(u.first_post_ts, previous))),
+                        "posts": [{"user": u.user_id, "channel": u.first_post_channel,
+                                   "ts": us_to_ts(u.first_post_ts)} for u in first_posts]},
+        "members": members,
+    }
+    doc["names"] = _names(inputs, doc)
+    return doc
+
+
+def _names(inputs: Inputs, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Display names of every user and channel the document mentions (ids stay the keys everywhere)."""
+    people = {u.user_id: (u.display_name or u.real_name or u.name or u.user_id) for u in inputs.users}
+    user_ids: set[str] = set()
+    channel_ids: set[str] = set(inputs.channel_names) & (
+        {c["channel"] for c in doc["channels"]} | {m["channel"] for m in doc["members"]})
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in ("user", "from", "to") and isinstance(item, str):
+                    user_ids.add(item)
+                elif key == "channel" and isinstance(item, str):
+                    channel_ids.add(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk({k: v for k, v in doc.items() if k != "activity"})
+    return {"users": {u: people.get(u, u) for u in sorted(user_ids)},
+            "channels": {c: inputs.channel_names.get(c, c) for c in sorted(channel_ids)}}

@@ -1,0 +1,136 @@
+"""HTTP surface of the reports: list a workspace's stored reports, get one (JSON or HTML), generate (admin)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from flask import Response, current_app, request
+from flask_smorest import Blueprint, abort
+
+from api.auth import require_admin, require_workspace
+from api.config import Settings
+from api.db import get_db
+from api.paging import sign_cursor, verify_cursor
+from api.slack.codec import is_slack_id
+from api.slack.reports import blocks, render, service
+from api.slack.reports.anonymise import anonymise as anonymised_copy
+from api.slack.reports.period import BadPeriod, Period, last_full_week
+from api.slack.reports.schemas import (
+    REPORT_ID_PATTERN,
+    GenerateBody,
+    ReportArgs,
+    ReportListArgs,
+    ReportListSchema,
+    ReportSchema,
+)
+from api.slack.schemas import SlackErrorSchema, path_parameters
+from api.slack.settings import SlackSettings
+
+blp = Blueprint("slack_reports", __name__, description="Slack activity reports (weekly, any period)")
+
+_ERRORS = {400: "invalid cursor", 401: "missing or unknown token", 403: "token not allowed (or not the admin token)",
+           404: "no such workspace id or stored report", 422: "invalid parameters", 503: "database unavailable"}
+_REPORT_PARAM = {"in": "path", "name": "report_id", "required": True, "schema": {
+    "type": "string", "pattern": REPORT_ID_PATTERN},
+    "description": "{start_day}-{days}, e.g. 2026-11-15-7; with .html the HTML page"}
+_HTML_DOC = {"responses": {"200": {"content": {"text/html": {"schema": {"type": "string"}}}}}}
+
+
+def _errors(*codes: int):
+    def deco(fn):
+        for code in codes:
+            fn = blp.alt_response(code, schema=SlackErrorSchema, description=_ERRORS[code])(fn)
+        return fn
+    return deco
+
+
+def _settings() -> Settings:
+    return current_app.config["CHRONICLE_SETTINGS"]
+
+
+def _check_team(team_id: str) -> None:
+    if not is_slack_id(team_id):
+        abort(404, message=f"no such id: {team_id[:80]!r}")
+
+
+@blp.route("/slack/teams/<team_id>/reports", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.arguments(ReportListArgs, location="query", as_kwargs=True)
+@blp.response(200, ReportListSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(400, 401, 403, 404, 503)
+def list_reports(team_id: str, limit: int, cursor: str | None = None):
+    """The workspace's stored reports, newest period first (`limit`, `next_cursor`)."""
+    _check_team(team_id)
+    require_workspace(_settings(), team_id)
+    scope = f"reports|{team_id}"
+    before = "~"
+    if cursor:
+        position = verify_cursor(cursor, _settings().cursor_secret, scope)
+        before = position.get("r")
+        if not isinstance(before, str):
+            abort(400, message="invalid cursor")
+    entries, nxt = service.listing(get_db(), team_id, limit=limit, before=before)
+    return {"team_id": team_id, "reports": entries,
+            "next_cursor": sign_cursor({"r": nxt}, _settings().cursor_secret, scope) if nxt else None}
+
+
+@blp.route("/slack/teams/<team_id>/reports/<report_id>", methods=["GET"],
+           parameters=[*path_parameters("team_id"), _REPORT_PARAM])
+@blp.arguments(ReportArgs, location="query", as_kwargs=True)
+@blp.response(200, ReportSchema)
+@blp.doc(security=[{"bearer": []}], **_HTML_DOC)
+@_errors(401, 403, 404, 503)
+def get_report(team_id: str, report_id: str, anonymise: bool):
+    """A stored report (one partition read): JSON, or the HTML page with charts for `Accept: text/html` or a
+    report id ending in `.html`. `anonymise` replaces every user and channel with a stable fake."""
+    _check_team(team_id)
+    grant = require_workspace(_settings(), team_id)
+    as_html = report_id.endswith(".html")
+    report_id = report_id.removesuffix(".html")
+    try:
+        Period.parse_id(report_id)
+    except BadPeriod as exc:
+        abort(404, message=f"no report {report_id[:40]!r}: {exc}")
+    document = service.get(get_db(), team_id, report_id)
+    if document is None:
+        abort(404, message=f"no stored report {report_id} for workspace {team_id}: generate it first "
+                           f"(POST /slack/teams/{team_id}/reports or `chronicle slack report`)")
+    if document.get("include_private") and not grant.allows(team_id, private=True):
+        abort(403, message="this report covers private channels: the token needs the private scope")
+    if anonymise:
+        document = anonymised_copy(document)
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    if as_html or (best == "text/html" and request.accept_mimetypes["text/html"] >
+                   request.accept_mimetypes["application/json"]):
+        return Response(render.html(document), mimetype="text/html")
+    return document
+
+
+@blp.route("/slack/teams/<team_id>/reports", methods=["POST"], parameters=path_parameters("team_id"))
+@blp.arguments(GenerateBody, location="json")
+@blp.response(201, ReportSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(401, 403, 404, 422, 503)
+def generate_report(body: dict[str, Any], team_id: str):
+    """Generate (or regenerate) and store the report of a period (admin token): `start` (default: the latest
+    Sunday-start week that has ended) and `days` (default 7), compared with the period before. Readers of the
+    stored report see the old one or the new one, never a mix. With `post`, it is also posted to Slack (the
+    outcome is in `delivery`)."""
+    _check_team(team_id)
+    require_admin(_settings())
+    try:
+        period = Period(body["start"], body["days"]) if body.get("start") else \
+            Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, body["days"])
+    except BadPeriod as exc:
+        abort(422, message=str(exc), errors={"json": {"start": [str(exc)]}})
+    document = service.generate(get_db(), team_id, period, include_private=body["include_private"])
+    if body["post"]:
+        try:
+            delivery = service.post(document, SlackSettings.from_env(), per_channel=body["per_channel"],
+                                    anonymised=body["anonymise"])
+            document["delivery"] = {"posted": [{"channel": c, "ts": t} for c, t in delivery.posted],
+                                    "skipped": [{"target": c, "reason": r} for c, r in delivery.skipped]}
+        except blocks.PostError as exc:
+            document["delivery"] = {"posted": [], "skipped": [], "error": str(exc)}
+    return document, 201

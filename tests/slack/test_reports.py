@@ -1,0 +1,320 @@
+"""Reports: analytics kept through edits and deletes in any order, the stored report swapped atomically, the
+REST endpoints (JSON, HTML, anonymised, generate as admin), the Slack post (Block Kit split at 50 blocks, sent to
+the loopback Web API stand-in) and the CLI. The figures themselves: test_report_figures.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import threading
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from api.cli import chronicle as cli
+from api.db import Statement
+from api.slack.reports import blocks, service, store
+from api.slack.reports.period import Period, last_full_week
+from api.slack.timeutil import day_of, ts_to_us
+from tests.fakes.slack_web_api import DEFAULT_TOKEN, FakeSlackWebApi
+from tests.helpers import ADMIN_TOKEN
+from tests.slack.helpers import ALL, created, delete, edit, msg, post_event, reaction
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+T1_ONLY = {"Authorization": "Bearer token-t1"}
+START = dt.date(2026, 3, 1)  # a Sunday
+BASE = int(dt.datetime(2026, 3, 1, tzinfo=dt.UTC).timestamp())
+
+
+def _team() -> str:
+    return f"T{uuid.uuid4().hex[:12].upper()}"
+
+
+def _ts(day: int, second: int) -> str:
+    return f"{BASE + day * 86400 + second}.000100"
+
+
+SELECT_ANALYTICS = Statement(
+    "SELECT word_count, mentions, replies, parent_user_id FROM slack_messages WHERE team_id = ? AND channel_id = ? "
+    "AND day = ? AND ts = ?")
+
+
+def _row(db, team: str, channel: str, ts: str):
+    us = ts_to_us(ts)
+    return db.execute(SELECT_ANALYTICS, (team, channel, day_of(us), us)).one()
+
+
+# -- analytics at ingest ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_word_count_and_mentions_follow_the_newest_text_whatever_the_order(client, db, unique_channel, order):
+    team, channel = _team(), unique_channel()
+    events = [
+        msg(channel, "1772400000.000100", "hello <@UB> and <@UA>", user="UA"),  # self-mention left out
+        edit(channel, "1772400000.000100", "now <@UC|carol> and <@UC> twice", "hello <@UB> and <@UA>",
+             at="1772400100.000100", user="UA"),
+        edit(channel, "1772400000.000100", "plain words only here", "now <@UC|carol> and <@UC> twice",
+             at="1772400200.000100", user="UA"),
+    ]
+    for i in order:
+        assert post_event(client, team, events[i]).status_code == 200
+    row = _row(db, team, channel, "1772400000.000100")
+    assert row.word_count == 4
+    assert not row.mentions  # the last edit removed every mention: an empty value, not the older set
+
+
+@pytest.mark.parametrize("delete_first", [False, True])
+def test_a_reply_is_on_its_heads_replies_until_deleted(client, db, unique_channel, delete_first):
+    team, channel = _team(), unique_channel()
+    head = msg(channel, "1772400000.000100", "question", user="UA")
+    keep = msg(channel, "1772400010.000100", "answer", user="UB", thread_ts="1772400000.000100",
+               parent_user_id="UA")
+    gone = msg(channel, "1772400020.000100", "oops", user="UC", thread_ts="1772400000.000100")
+    removal = delete(channel, "1772400020.000100", at="1772400030.000100")
+    removal["previous_message"]["thread_ts"] = "1772400000.000100"
+    events = [head, keep, removal, gone] if delete_first else [head, keep, gone, removal]
+    for event in events:
+        assert post_event(client, team, event).status_code == 200
+    row = _row(db, team, channel, "1772400000.000100")
+    assert dict(row.replies) == {ts_to_us("1772400010.000100"): "UB"}
+    assert _row(db, team, channel, "1772400010.000100").parent_user_id == "UA"
+
+
+# -- a small workspace, through live events -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def workspace(app):
+    client = app.test_client()
+    team = _team()
+    channels = {"CREPGENERAL": "general", "CREPRANDOM": "random"}
+    for i, (channel, name) in enumerate(channels.items()):
+        assert post_event(client, team, created(channel, name, _ts(-30, i))).status_code == 200
+    for user, tz in (("UA", "Europe/Berlin"), ("UB", "America/New_York")):
+        assert post_event(client, team, {"type": "team_join", "event_ts": _ts(-20, 0), "user": {
+            "id": user, "name": user.lower(), "tz": tz, "tz_offset": 0, "updated": BASE - 20 * 86400,
+            "profile": {"display_name": f"name-{user}"}}}).status_code == 200
+    for day in range(-7, 7):  # the previous week and this one
+        for k, (channel, user) in enumerate((("CREPGENERAL", "UA"), ("CREPRANDOM", "UB"), ("CREPGENERAL", "UB"))):
+            if day < 0 and k == 2:
+                continue
+            ts = _ts(day, 3600 * (9 + k))
+            assert post_event(client, team, msg(channel, ts, f"day {day} message {k}", user=user)).status_code == 200
+            assert post_event(client, team, reaction("added", channel, ts, "tada", "UA" if k else "UB",
+                                                     at=_ts(day, 3600 * (9 + k) + 5))).status_code == 200
+    return team
+
+
+def test_generate_as_admin_then_get_json_html_and_list(client, workspace):
+    team = workspace
+    refused = client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01"}, headers=ALL)
+    assert refused.status_code == 403
+    made = client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01", "days": 7}, headers=ADMIN)
+    assert made.status_code == 201, made.get_json()
+    doc = made.get_json()
+    assert doc["report_id"] == "2026-03-01-7"
+    # 7 days x 3 messages this week against 7 x 2 the week before; every message got one reaction
+    assert doc["totals"]["messages"] == {"value": 21, "previous": 14, "change": 7}
+    assert doc["totals"]["reactions"] == {"value": 21, "previous": 14, "change": 7}
+    assert doc["names"]["channels"] == {"CREPGENERAL": "general", "CREPRANDOM": "random"}
+    assert doc["names"]["users"]["UA"] == "name-UA"
+
+    got = client.get(f"/slack/teams/{team}/reports/2026-03-01-7", headers=ALL)
+    assert got.status_code == 200 and got.mimetype == "application/json"
+    stored = got.get_json()
+    assert {k: v for k, v in stored.items() if k != "stats"} == {k: v for k, v in doc.items() if k != "stats"}
+
+    for page in (client.get(f"/slack/teams/{team}/reports/2026-03-01-7.html", headers=ALL),
+                 client.get(f"/slack/teams/{team}/reports/2026-03-01-7", headers={**ALL, "Accept": "text/html"})):
+        assert page.status_code == 200 and page.mimetype == "text/html"
+        html = page.get_data(as_text=True)
+        assert html.count('id="chart-utc-weekday"') == 1 and "#general" in html and "name-UA" in html
+        assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html  # no asset elsewhere
+
+    listed = client.get(f"/slack/teams/{team}/reports", headers=ALL).get_json()
+    assert [r["report_id"] for r in listed["reports"]] == ["2026-03-01-7"]
+    assert listed["reports"][0]["messages"] == 21
+
+
+def test_anonymised_reports_name_nobody(client, workspace):
+    team = workspace
+    assert client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01"}, headers=ADMIN).status_code == 201
+    first = client.get(f"/slack/teams/{team}/reports/2026-03-01-7?anonymise=true", headers=ALL).get_json()
+    text = json.dumps(first)
+    for real in ("UA", "UB", "name-UA", "general", "CREPGENERAL", "random", "/slack/teams/"):
+        assert f'"{real}"' not in text and real not in json.dumps(first["names"])
+    assert first["anonymised"] is True and first["totals"]["messages"]["value"] == 21
+    again = client.get(f"/slack/teams/{team}/reports/2026-03-01-7?anonymise=true", headers=ALL).get_json()
+    assert again["names"] == first["names"]  # stable fakes
+    html = client.get(f"/slack/teams/{team}/reports/2026-03-01-7.html?anonymise=true", headers=ALL)
+    assert "name-UA" not in html.get_data(as_text=True) and "#general" not in html.get_data(as_text=True)
+
+
+def test_report_errors_are_clear(client, workspace):
+    team = workspace
+    cases = [
+        (client.get(f"/slack/teams/{team}/reports/2020-01-05-7", headers=ALL), 404, "generate it first"),
+        (client.get(f"/slack/teams/{team}/reports/2020-02-31-7", headers=ALL), 404, "no such day"),
+        (client.get(f"/slack/teams/{team}/reports/2020-01-05-0", headers=ALL), 404, "days must be"),
+        (client.get(f"/slack/teams/{team}/reports/2026-03-01-7", headers=T1_ONLY), 403, "not allowed"),
+        (client.get(f"/slack/teams/{team}/reports/2026-03-01-7"), 401, ""),
+        (client.post(f"/slack/teams/{team}/reports", json={"days": 0}, headers=ADMIN), 422, ""),
+        (client.post(f"/slack/teams/{team}/reports", json={"start": "03/01/2026"}, headers=ADMIN), 422, ""),
+        (client.get(f"/slack/teams/{team}/reports?cursor=abc.def", headers=ALL), 400, "cursor"),
+    ]
+    for response, status, words in cases:
+        body = response.get_json()
+        assert response.status_code == status, body
+        assert body["code"] == status and words in body["message"]
+
+
+def test_the_listing_pages_newest_first(client, workspace):
+    team = workspace
+    for start in ("2026-02-15", "2026-02-22", "2026-03-01"):
+        assert client.post(f"/slack/teams/{team}/reports", json={"start": start},
+                           headers=ADMIN).status_code == 201
+    first = client.get(f"/slack/teams/{team}/reports?limit=2", headers=ALL).get_json()
+    assert [r["report_id"] for r in first["reports"]] == ["2026-03-01-7", "2026-02-22-7"]
+    rest = client.get(f"/slack/teams/{team}/reports?limit=2&cursor={first['next_cursor']}", headers=ALL).get_json()
+    assert [r["report_id"] for r in rest["reports"]] == ["2026-02-15-7"] and rest["next_cursor"] is None
+
+
+def test_the_default_period_is_the_last_sunday_start_week_that_has_ended():
+    assert last_full_week(dt.date(2026, 11, 23)) == Period(dt.date(2026, 11, 15), 7)  # a Monday
+    assert last_full_week(dt.date(2026, 11, 22)) == Period(dt.date(2026, 11, 15), 7)  # a Sunday: that week ended
+    assert last_full_week(dt.date(2026, 11, 21)) == Period(dt.date(2026, 11, 8), 7)  # a Saturday
+
+
+# -- the store ----------------------------------------------------------------------------------------------
+
+def test_a_regenerated_report_is_swapped_whole_while_readers_read(db, monkeypatch):
+    """Small chunks, a reader in a loop while the report is rewritten 30 times with documents of different sizes:
+    every read is exactly one of the written documents (never a mix of two generations)."""
+    monkeypatch.setattr(store, "CHUNK_BYTES", 97)
+    team, report_id = _team(), "2026-03-01-7"
+    documents = [{"n": n, "filler": [f"{n}-{i}-{uuid.uuid4().hex}" for i in range(40 + 7 * n)]} for n in range(30)]
+    store.save(db, team, report_id, documents[0], start_day=START, days=7, messages=0)
+    seen, errors, done = [], [], threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            try:
+                seen.append(store.load(db, team, report_id))
+            except Exception as exc:  # noqa: BLE001 - any failure is what this test looks for
+                errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for document in documents[1:]:
+            saved = store.save(db, team, report_id, document, start_day=START, days=7, messages=document["n"])
+            assert saved.chunks > 3
+    finally:
+        done.set()
+        thread.join()
+    assert errors == []
+    assert len(seen) > 10 and all(d in documents for d in seen)
+    assert [d["n"] for d in seen] == sorted(d["n"] for d in seen)  # never an older one after a newer one
+    assert store.load(db, team, report_id) == documents[-1]
+    generations = {r.generation for r in db.execute(store.SELECT_GENERATIONS_OF, (team, report_id))}
+    assert len(generations) == 2  # the current one and the one before it; older ones deleted
+
+
+# -- the Slack post ------------------------------------------------------------------------------------------
+
+def _big_document(team: str) -> dict:
+    """A synthetic report with 2,000 channels and 2,000 people: far more than 50 blocks."""
+    def f(v, p=0):
+        return {"value": v, "previous": p, "change": v - p}
+    channels = [{"channel": f"C{i:05d}", "messages": f(4000 - i), "words": f(1000), "users": [
+        {"user": f"U{i:05d}", "messages": f(4000 - i), "words": f(1000)}]} for i in range(2000)]
+    rows = [{"user": f"U{i:05d}", "messages": f(4000 - i), "words": f(1000), "rank": f(i + 1),
+             "share": f(0.001), "cumulative_share": 0.001 * (i + 1)} for i in range(2000)]
+    return {
+        "team_id": team, "report_id": "2026-03-01-7", "period": {"start": "2026-03-01", "end": "2026-03-08", "days": 7},
+        "previous": {"start": "2026-02-22", "end": "2026-03-01", "days": 7},
+        "totals": {"messages": f(80000), "words": f(200000)},
+        "users": {"rows": rows, "users_for_half": f(90), "top10_share": f(0.1), "messages_per_poster": {
+            "average": f(10), "median": f(5)}, "words_per_poster": {"average": f(30), "median": f(20)}},
+        "channels": channels,
+        "activity": {"utc_weekday": [f(1)] * 7, "timezones": [{"tz": "UTC", "messages": f(1), "posters": f(1)}]},
+        "reactions": {"top": [{"emoji": "tada", "count": f(3)}], "pairs": [], "by_channel": [
+            {"channel": "C00000", "top": [{"emoji": "tada", "count": f(3)}]}], "given": [], "received": []},
+        "mentions": {"made": [], "received": []}, "threads": {"responders": [], "pairs": []},
+        "top_messages": {"most_reacted": [{"channel": "C00000", "ts": "1772400000.000100", "user": "U00000",
+                                           "reactions": 9, "permalink": "https://slack.com/archives/C00000/p1"}],
+                         "most_replied": []},
+        "new_users": {"count": f(0), "users": []}, "first_posts": {"count": f(0), "posts": []}, "members": [],
+        "names": {"users": {f"U{i:05d}": f"person {i}" for i in range(2000)},
+                  "channels": {f"C{i:05d}": f"chan{i}" for i in range(2000)}},
+    }
+
+
+def test_the_post_is_split_at_50_blocks_and_goes_to_each_target(monkeypatch):
+    team = _team()
+    doc = _big_document(team)
+    with FakeSlackWebApi(team_id=team) as fake:
+        fake.add_channel("CSTATS", "chronicle-stats")
+        fake.add_channel("CCHAN0STATS", "chan0-stats")  # only chan0 has a -stats channel
+        fake.add_user("U00001", "person1")
+        monkeypatch.setenv("CHRONICLE_SLACK_BOT_TOKENS", f"{team}={DEFAULT_TOKEN}")
+        monkeypatch.setenv("CHRONICLE_SLACK_API_URL", fake.base_url)
+        from api.slack.settings import SlackSettings
+
+        delivery = service.post(doc, SlackSettings.from_env(), per_channel=True, dm_users=("U00001", "U99999"))
+        workspace_posts = [p for p in fake.posted if p["channel"] == "CSTATS"]
+        expected = blocks.workspace_blocks(doc)
+        assert len(expected) > 50
+        assert len(workspace_posts) == -(-len(expected) // 50)  # every part accepted by Slack's limits
+        assert [b for p in workspace_posts for b in p["blocks"]] == expected  # all of it, in order
+        assert all(len(p["blocks"]) <= 50 for p in fake.posted)
+        text = json.dumps(workspace_posts)
+        assert "#chan1999" in text and "person 0" in text and "80000" in text
+        channel_posts = [p for p in fake.posted if p["channel"] == "CCHAN0STATS"]
+        assert len(channel_posts) == 1 and "#chan0" in json.dumps(channel_posts[0]["blocks"])
+        assert ("#chan1-stats", "channel_not_found") in delivery.skipped  # no such channel: skipped, reported
+        dms = [p for p in fake.posted if p["channel"] == "D00001"]
+        assert len(dms) == 1 and "Your week" in json.dumps(dms[0]["blocks"])
+        assert ("U99999", "no messages in the period") in delivery.skipped
+
+
+def test_a_post_without_the_scope_fails_clearly(monkeypatch):
+    team = _team()
+    with FakeSlackWebApi(team_id=team, tokens={"xoxb-readonly": {"channels:read"}}) as fake:
+        fake.add_channel("CSTATS", "chronicle-stats")
+        monkeypatch.setenv("CHRONICLE_SLACK_BOT_TOKENS", f"{team}=xoxb-readonly")
+        monkeypatch.setenv("CHRONICLE_SLACK_API_URL", fake.base_url)
+        from api.slack.settings import SlackSettings
+
+        with pytest.raises(blocks.PostError, match="missing_scope"):
+            service.post(_big_document(team), SlackSettings.from_env())
+        assert fake.posted == []
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------
+
+def test_cli_generates_prints_html_and_posts(db, workspace, tmp_path, monkeypatch):
+    team = workspace
+    monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
+    out = tmp_path / "report.html"
+    run = CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2026-03-01", "--format", "html",
+                                   "--out", str(out)])
+    assert run.exit_code == 0, run.output
+    assert 'id="chart-local-hour"' in out.read_text()
+    with FakeSlackWebApi(team_id=team) as fake:
+        fake.add_channel("CSTATS", "weekly")
+        monkeypatch.setenv("CHRONICLE_SLACK_BOT_TOKENS", f"{team}={DEFAULT_TOKEN}")
+        monkeypatch.setenv("CHRONICLE_SLACK_API_URL", fake.base_url)
+        run = CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2026-03-01", "--stored",
+                                       "--post", "--channel", "#weekly", "--anonymise"])
+        assert run.exit_code == 0, run.output
+        assert len(fake.posted) == 1 and fake.posted[0]["channel"] == "CSTATS"
+        assert "general" not in json.dumps(fake.posted[0]["blocks"])  # anonymised
+        assert json.loads(run.stdout)["anonymised"] is True
+        run = CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2026-03-01", "--stored",
+                                       "--post", "--channel", "#nowhere"])
+        assert run.exit_code == 1 and "channel_not_found" in run.output
+    assert CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2019-01-01",
+                                    "--stored"]).exit_code == 4
+    assert CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "March"]).exit_code == 2
