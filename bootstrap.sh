@@ -16,13 +16,15 @@ ensure_system_tools() {
   local missing=()
   command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  # Browser tests drive Debian's Chromium with Playwright (no browser download is possible offline).
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: Chronicle needs Python 3.11 (set PYTHON=/path/to/python3.11)"
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       say "installing ${missing[*]} with apt-get"
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-      die "missing ${missing[*]}: install Java 17 and Maven (Cassandra is fetched with Maven)"
+      die "missing ${missing[*]}: install Java 17, Maven (Cassandra is fetched with Maven) and Chromium (browser tests)"
     fi
   fi
 }

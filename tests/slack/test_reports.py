@@ -20,20 +20,15 @@ from api.slack.reports.period import Period, last_full_week
 from api.slack.timeutil import day_of, ts_to_us
 from tests.fakes.slack_web_api import DEFAULT_TOKEN, FakeSlackWebApi
 from tests.helpers import ADMIN_TOKEN
-from tests.slack.helpers import ALL, created, delete, edit, msg, post_event, reaction
+from tests.slack.helpers import ALL, delete, edit, msg, post_event
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 T1_ONLY = {"Authorization": "Bearer token-t1"}
-START = dt.date(2026, 3, 1)  # a Sunday
-BASE = int(dt.datetime(2026, 3, 1, tzinfo=dt.UTC).timestamp())
+START = dt.date(2026, 3, 1)  # a Sunday: the week report_workspace (conftest.py) fills, after the week before it
 
 
 def _team() -> str:
     return f"T{uuid.uuid4().hex[:12].upper()}"
-
-
-def _ts(day: int, second: int) -> str:
-    return f"{BASE + day * 86400 + second}.000100"
 
 
 SELECT_ANALYTICS = Statement(
@@ -82,32 +77,10 @@ def test_a_reply_is_on_its_heads_replies_until_deleted(client, db, unique_channe
     assert _row(db, team, channel, "1772400010.000100").parent_user_id == "UA"
 
 
-# -- a small workspace, through live events -------------------------------------------------------------------
+# -- the REST endpoints, over report_workspace (conftest.py) -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def workspace(app):
-    client = app.test_client()
-    team = _team()
-    channels = {"CREPGENERAL": "general", "CREPRANDOM": "random"}
-    for i, (channel, name) in enumerate(channels.items()):
-        assert post_event(client, team, created(channel, name, _ts(-30, i))).status_code == 200
-    for user, tz in (("UA", "Europe/Berlin"), ("UB", "America/New_York")):
-        assert post_event(client, team, {"type": "team_join", "event_ts": _ts(-20, 0), "user": {
-            "id": user, "name": user.lower(), "tz": tz, "tz_offset": 0, "updated": BASE - 20 * 86400,
-            "profile": {"display_name": f"name-{user}"}}}).status_code == 200
-    for day in range(-7, 7):  # the previous week and this one
-        for k, (channel, user) in enumerate((("CREPGENERAL", "UA"), ("CREPRANDOM", "UB"), ("CREPGENERAL", "UB"))):
-            if day < 0 and k == 2:
-                continue
-            ts = _ts(day, 3600 * (9 + k))
-            assert post_event(client, team, msg(channel, ts, f"day {day} message {k}", user=user)).status_code == 200
-            assert post_event(client, team, reaction("added", channel, ts, "tada", "UA" if k else "UB",
-                                                     at=_ts(day, 3600 * (9 + k) + 5))).status_code == 200
-    return team
-
-
-def test_generate_as_admin_then_get_json_html_and_list(client, workspace):
-    team = workspace
+def test_generate_as_admin_then_get_json_html_and_list(client, report_workspace):
+    team = report_workspace
     refused = client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01"}, headers=ALL)
     assert refused.status_code == 403
     made = client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01", "days": 7}, headers=ADMIN)
@@ -137,8 +110,8 @@ def test_generate_as_admin_then_get_json_html_and_list(client, workspace):
     assert listed["reports"][0]["messages"] == 21
 
 
-def test_anonymised_reports_name_nobody(client, workspace):
-    team = workspace
+def test_anonymised_reports_name_nobody(client, report_workspace):
+    team = report_workspace
     assert client.post(f"/slack/teams/{team}/reports", json={"start": "2026-03-01"}, headers=ADMIN).status_code == 201
     first = client.get(f"/slack/teams/{team}/reports/2026-03-01-7?anonymise=true", headers=ALL).get_json()
     text = json.dumps(first)
@@ -151,8 +124,8 @@ def test_anonymised_reports_name_nobody(client, workspace):
     assert "name-UA" not in html.get_data(as_text=True) and "#general" not in html.get_data(as_text=True)
 
 
-def test_report_errors_are_clear(client, workspace):
-    team = workspace
+def test_report_errors_are_clear(client, report_workspace):
+    team = report_workspace
     cases = [
         (client.get(f"/slack/teams/{team}/reports/2020-01-05-7", headers=ALL), 404, "generate it first"),
         (client.get(f"/slack/teams/{team}/reports/2020-02-31-7", headers=ALL), 404, "no such day"),
@@ -169,8 +142,8 @@ def test_report_errors_are_clear(client, workspace):
         assert body["code"] == status and words in body["message"]
 
 
-def test_the_listing_pages_newest_first(client, workspace):
-    team = workspace
+def test_the_listing_pages_newest_first(client, report_workspace):
+    team = report_workspace
     for start in ("2026-02-15", "2026-02-22", "2026-03-01"):
         assert client.post(f"/slack/teams/{team}/reports", json={"start": start},
                            headers=ADMIN).status_code == 201
@@ -294,8 +267,8 @@ def test_a_post_without_the_scope_fails_clearly(monkeypatch):
 
 # -- the CLI ------------------------------------------------------------------------------------------------
 
-def test_cli_generates_prints_html_and_posts(db, workspace, tmp_path, monkeypatch):
-    team = workspace
+def test_cli_generates_prints_html_and_posts(db, report_workspace, tmp_path, monkeypatch):
+    team = report_workspace
     monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
     out = tmp_path / "report.html"
     run = CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2026-03-01", "--format", "html",
