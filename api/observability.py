@@ -6,6 +6,7 @@ import logging
 import sys
 import time
 import uuid
+from typing import TextIO
 
 import structlog
 from flask import Flask, Response, g, request
@@ -13,9 +14,10 @@ from flask import Flask, Response, g, request
 from api import metrics
 
 
-def configure_logging(level: str = "INFO") -> None:
+def configure_logging(level: str = "INFO", *, stream: TextIO = sys.stdout) -> None:
+    """JSON logs to `stream`: stdout for the server; the CLI passes stderr, its stdout is the command's output."""
     # Leaves handlers someone else installed (pytest's, an embedding app's) in place.
-    logging.basicConfig(stream=sys.stdout, format="%(message)s", level=level.upper())
+    logging.basicConfig(stream=stream, format="%(message)s", level=level.upper())
     logging.getLogger().setLevel(level.upper())
     logging.getLogger("cassandra").setLevel(logging.WARNING)
     structlog.configure(

@@ -46,9 +46,10 @@ def bench_size(n: int, n_channels: int, n_users: int, runs: int, workdir: Path) 
         out["import_seconds"] = round(seconds, 1)
         timings = []
         for _ in range(runs):
-            seconds, rss, stdout = _measured([CHRONICLE, "slack", "report", "--team", TEAM, "--start", REPORTED],
-                                             _env(db.keyspace))
-            doc = json.loads(stdout)
+            out_file = workdir / "report.json"
+            seconds, rss, _ = _measured([CHRONICLE, "slack", "report", "--team", TEAM, "--start", REPORTED,
+                                         "--out", str(out_file)], _env(db.keyspace))
+            doc = json.loads(out_file.read_text())
             timings.append({"wall_seconds": round(seconds, 2), "in_process_seconds": doc["stats"]["seconds"],
                             "compute_seconds": doc["stats"]["compute_seconds"], "rows_read": doc["stats"]["rows_read"],
                             "peak_rss_mb": rss, "counted_messages": doc["totals"]["messages"]["value"],

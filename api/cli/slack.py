@@ -36,7 +36,7 @@ def _database(keyspace: str | None) -> Any:
     with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
         settings = Settings.from_env()
         settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, stream=sys.stderr)  # stdout carries the command's JSON
     logging.getLogger("cassandra").setLevel(logging.WARNING)
     return Database(settings)
 
@@ -366,3 +366,42 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
             delivery = service.post(document, SlackSettings.from_env(), channel=channel, per_channel=per_channel,
                                     dm_users=users, anonymised=anonymise)
         click.echo(json.dumps({"posted": delivery.posted, "skipped": delivery.skipped}), err=True)
+
+
+@slack.command("analytics-rebuild", context_settings=CONTEXT,
+               short_help="Compute per-message analytics of messages archived before they existed.")
+@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--channels", default=None, help="Comma-separated channel ids (default: every channel of the index).")
+@click.option("--dry-run", is_flag=True, help="Read and count what would be written; write nothing.")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def analytics_rebuild(team_id: str, channels: str | None, dry_run: bool, keyspace: str | None,
+                      progress: bool) -> None:
+    """Word counts, mentions and thread replies for messages stored before schema 0060 (docs/slack-reports.md),
+    from the stored text, at the text's own write time: a newer edit always wins, and a re-run (or a run killed
+    and started again) writes the same values again, so it resumes by simply running again.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    from api.slack import channels as channel_table
+    from api.slack import messages
+
+    db = _database(keyspace)
+    written = days = 0
+    try:
+        with cassandra_errors(), progress_bars(progress) as bar:
+            wanted = ([c.strip() for c in channels.split(",") if c.strip()] if channels else
+                      [r.channel_id for r in channel_table.every_indexed(db, team_id)])
+            advance = bar("channels", len(wanted))
+            for channel_id in wanted:
+                for day in messages.all_days(db, team_id, channel_id):
+                    writes = messages.analytics_writes(db, team_id, channel_id, day)
+                    days += 1
+                    if not dry_run:
+                        db.execute_many(writes)
+                    written += len(writes)
+                advance(1)
+    finally:
+        db.close()
+    emit({"team_id": team_id, "channels": len(wanted), "days": days,
+          "writes": written, "dry_run": dry_run})

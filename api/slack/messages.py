@@ -106,11 +106,20 @@ SELECT_STORED_RANGE = Statement(
 SELECT_DAYS_IN = Statement(
     f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day IN ?",
     name="SELECT slack_messages (days in)")
-# What a report counts of a message (issue 10): one channel-day partition at a time, no text.
-SELECT_REPORT_DAY = Statement(
+# What a report counts of a message (issue 10): a channel's days of the period, no text; a head's replies as
+# their count (Cassandra 5.0's collection_count: the map is not shipped or decoded).
+SELECT_REPORT_DAYS = Statement(
     "SELECT ts, msg_ts, user_id, subtype, bot_id, thread_ts, deleted, word_count, mentions, reactions, "
-    "parent_user_id, replies FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
-    name="SELECT slack_messages (report day)")
+    "parent_user_id, collection_count(replies) AS reply_count FROM slack_messages "
+    "WHERE team_id = ? AND channel_id = ? AND day IN ?", name="SELECT slack_messages (report days)")
+# Analytics of rows archived before they existed (migration 0060): recomputed from the text, written at the
+# text's own write time, so a newer edit (written later, at its own time) always wins.
+SELECT_TEXT_DAY = Statement(
+    "SELECT ts, msg_ts, user_id, bot_id, text, thread_ts, deleted, word_count, writetime(text) AS text_written "
+    "FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?", name="SELECT slack_messages (text day)")
+SET_ANALYTICS = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET word_count = ?, mentions = ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="ANALYTICS slack_messages")
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
@@ -406,23 +415,28 @@ def all_days(db: Database, team_id: str, channel_id: str, *, first_day: int = 0,
         lo = listed[-1] + 1
 
 
-def report_rows(db: Database, team_id: str, channel_days: Iterable[tuple[str, int]], *, in_flight: int = 64
-                ) -> Iterable[tuple[str, Any]]:
-    """(channel_id, row) for every row of the given channel-day partitions (a report's bounded set), read
-    `in_flight` partitions at a time; rows of one partition come together, partitions in the order given."""
+def report_rows(db: Database, team_id: str, channel_days: Iterable[tuple[str, list[int]]], *,
+                in_flight: int = 32) -> Iterable[tuple[str, Any]]:
+    """(channel_id, row) for every row of the given channels' listed days (a report's bounded set: at most 62
+    days a channel), one `day IN` request per channel, `in_flight` channels at a time; rows of one channel come
+    together, channels in the order given."""
     pending: collections.deque[tuple[str, Any]] = collections.deque()
     source = iter(channel_days)
-    for channel_id, day in itertools.islice(source, in_flight):
-        pending.append((channel_id, db.execute_async(SELECT_REPORT_DAY, (team_id, channel_id, day))))
+
+    def start(channel_id: str, days: list[int]) -> None:
+        pending.append((channel_id, db.execute_async(SELECT_REPORT_DAYS, (team_id, channel_id, days))))
+
+    for channel_id, days in itertools.islice(source, in_flight):
+        start(channel_id, days)
     while pending:
         channel_id, future = pending.popleft()
         result = future.result()
         nxt = next(source, None)
         if nxt is not None:
-            pending.append((nxt[0], db.execute_async(SELECT_REPORT_DAY, (team_id, nxt[0], nxt[1]))))
+            start(*nxt)
         for row in result.current_rows:
             yield channel_id, row
-        while result.has_more_pages:  # a day of more than 5,000 messages
+        while result.has_more_pages:  # more than 5,000 rows in the channel's days
             result.fetch_next_page()
             for row in result.current_rows:
                 yield channel_id, row

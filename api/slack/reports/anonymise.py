@@ -66,6 +66,8 @@ def anonymise(document: dict[str, Any]) -> dict[str, Any]:
 
     names = document.get("names", {})
     out = walk({k: v for k, v in document.items() if k != "names"})
+    for entry in out.get("channels", []):  # the per-channel users table: [user, counts...]
+        entry["users"] = [[user(row[0]), *row[1:]] for row in entry.get("users", [])]
     out["names"] = {
         "users": {user(u): fake_name(team, "user", u) for u in names.get("users", {})},
         "channels": {channel(c): fake_name(team, "channel", c) for c in names.get("channels", {})},

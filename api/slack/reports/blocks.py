@@ -134,8 +134,7 @@ def channel_blocks(doc: dict[str, Any], channel_id: str) -> list[Block]:
                   ("Words", f"{entry['words']['value']}{_change(entry['words'])}")]),
     ]
     blocks += _lines("Who wrote", [
-        f"{users.get(x['user'], x['user'])}: {x['messages']['value']}{_change(x['messages'])}, "
-        f"{x['words']['value']} words" for x in entry["users"]])
+        f"{users.get(u, u)}: {m}{_change({'change': m - pm})}, {w} words" for u, m, pm, w, _ in entry["users"]])
     top = next((c["top"] for c in doc["reactions"]["by_channel"] if c["channel"] == channel_id), [])
     blocks += _lines("Top reactions", [f":{e['emoji']}: {e['count']['value']}" for e in top])
     return blocks
@@ -155,8 +154,8 @@ def user_blocks(doc: dict[str, Any], user_id: str) -> list[Block]:
                   ("Share", f"{row['share']['value'] * 100:.1f}%")]),
     ]
     blocks += _lines("Where you wrote", [
-        f"#{chans.get(c['channel'], c['channel'])}: {x['messages']['value']}"
-        for c in doc["channels"] for x in c["users"] if x["user"] == user_id and x["messages"]["value"]])
+        f"#{chans.get(c['channel'], c['channel'])}: {m}"
+        for c in doc["channels"] for u, m, *_ in c["users"] if u == user_id and m])
     return blocks
 
 

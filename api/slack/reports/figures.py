@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gc
 import heapq
 import statistics
 import time
@@ -29,6 +30,7 @@ from api.slack.timeutil import US_PER_DAY, US_PER_SECOND, us_to_ts
 
 COUNTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
 TOP = 20  # rows of each "top" list
+CHANNEL_USER_COLUMNS = ("user", "messages", "previous_messages", "words", "previous_words")
 TOP_MESSAGES = 10
 TOP_PER_CHANNEL = 5
 _US_PER_HOUR = 3600 * US_PER_SECOND
@@ -45,14 +47,25 @@ def fig(value: float | int | None, previous: float | int | None) -> dict[str, An
     return {"value": value, "previous": previous, "change": change}
 
 
+def _int_fig(value: int, previous: int) -> dict[str, int]:
+    """`fig` of two counts (the hot case: hundreds of thousands per report)."""
+    return {"value": value, "previous": previous, "change": value - previous}
+
+
+_QUARTER_US = 900 * US_PER_SECOND
+
+
 class _Clock:
-    """A user's local time: their IANA zone where Slack gave one, their fixed offset otherwise, UTC last."""
+    """A user's local time: their IANA zone where Slack gave one (daylight saving applied), their fixed offset
+    otherwise, UTC last. Zone offsets change only on quarter hours (every zone's offset and transition time is a
+    multiple of 15 minutes), so a zone's offset is looked up once per quarter hour and cached."""
 
-    __slots__ = ("zone", "offset_us")
+    __slots__ = ("zone", "offset_us", "offsets")
 
-    def __init__(self, tz: str | None, tz_offset: int | None) -> None:
+    def __init__(self, tz: str | None, tz_offset: int | None, offsets: dict[int, int] | None = None) -> None:
         self.zone: zoneinfo.ZoneInfo | None = None
         self.offset_us = (tz_offset or 0) * US_PER_SECOND
+        self.offsets = offsets if offsets is not None else {}  # quarter hour -> offset µs (shared per zone)
         if tz:
             try:
                 self.zone = zoneinfo.ZoneInfo(tz)
@@ -60,10 +73,14 @@ class _Clock:
                 self.zone = None
 
     def weekday_hour(self, ts: int) -> tuple[int, int]:
+        offset = self.offset_us
         if self.zone is not None:
-            local = dt.datetime.fromtimestamp(ts / US_PER_SECOND, self.zone)
-            return local.weekday(), local.hour
-        t = ts + self.offset_us
+            quarter = ts // _QUARTER_US
+            offset = self.offsets.get(quarter)
+            if offset is None:
+                at = dt.datetime.fromtimestamp(quarter * 900, self.zone)
+                offset = self.offsets[quarter] = int(at.utcoffset().total_seconds()) * US_PER_SECOND
+        t = ts + offset
         return (t // US_PER_DAY + _EPOCH_WEEKDAY) % 7, (t % US_PER_DAY) // _US_PER_HOUR
 
 
@@ -72,32 +89,59 @@ _UTC = _Clock(None, 0)
 
 @dataclasses.dataclass
 class _Tally:
-    """What one period's messages add up to."""
+    """What one period's messages add up to. The pass over the rows only counts pairs (channel and author,
+    reactor and author, author and mentioned user, ...); `derive` then adds them up per user, channel, emoji,
+    time zone: per row, a few counter updates instead of a dozen."""
 
-    user_messages: Counter = dataclasses.field(default_factory=Counter)
-    user_words: Counter = dataclasses.field(default_factory=Counter)
-    channel_messages: Counter = dataclasses.field(default_factory=Counter)
-    channel_words: Counter = dataclasses.field(default_factory=Counter)
     channel_user_messages: Counter = dataclasses.field(default_factory=Counter)  # (channel, user)
     channel_user_words: Counter = dataclasses.field(default_factory=Counter)
-    utc: list = dataclasses.field(default_factory=lambda: [[0] * 24 for _ in range(7)])
-    local: list = dataclasses.field(default_factory=lambda: [[0] * 24 for _ in range(7)])
-    tz_messages: Counter = dataclasses.field(default_factory=Counter)
-    tz_posters: dict = dataclasses.field(default_factory=dict)  # tz -> set of users
-    emoji: Counter = dataclasses.field(default_factory=Counter)
+    utc: list = dataclasses.field(default_factory=lambda: [0] * 168)  # weekday * 24 + hour
+    local: list = dataclasses.field(default_factory=lambda: [0] * 168)
     channel_emoji: Counter = dataclasses.field(default_factory=Counter)  # (channel, emoji)
-    reactions_given: Counter = dataclasses.field(default_factory=Counter)
-    reactions_received: Counter = dataclasses.field(default_factory=Counter)
     reaction_pairs: Counter = dataclasses.field(default_factory=Counter)  # (reactor, author)
-    reactors: set = dataclasses.field(default_factory=set)
-    mentions_made: Counter = dataclasses.field(default_factory=Counter)
-    mentions_received: Counter = dataclasses.field(default_factory=Counter)
+    mention_pairs: Counter = dataclasses.field(default_factory=Counter)  # (author, mentioned)
     replies_by: Counter = dataclasses.field(default_factory=Counter)
     threads_by: dict = dataclasses.field(default_factory=dict)  # user -> set of (channel, thread_ts)
     reply_pairs: Counter = dataclasses.field(default_factory=Counter)  # (replier, thread author)
     threads_started: int = 0
-    most_reacted: list = dataclasses.field(default_factory=list)  # heap of (count, -ts, channel, user)
+    most_reacted: list = dataclasses.field(default_factory=list)  # heap of (count, -ts, channel, user, msg_ts)
     most_replied: list = dataclasses.field(default_factory=list)
+    # derived
+    user_messages: Counter = dataclasses.field(default_factory=Counter)
+    user_words: Counter = dataclasses.field(default_factory=Counter)
+    channel_messages: Counter = dataclasses.field(default_factory=Counter)
+    channel_words: Counter = dataclasses.field(default_factory=Counter)
+    channel_users: dict = dataclasses.field(default_factory=dict)  # channel -> set of users
+    tz_messages: Counter = dataclasses.field(default_factory=Counter)
+    tz_posters: dict = dataclasses.field(default_factory=dict)  # tz -> set of users
+    emoji: Counter = dataclasses.field(default_factory=Counter)
+    reactions_given: Counter = dataclasses.field(default_factory=Counter)
+    reactions_received: Counter = dataclasses.field(default_factory=Counter)
+    reactors: set = dataclasses.field(default_factory=set)
+    mentions_made: Counter = dataclasses.field(default_factory=Counter)
+    mentions_received: Counter = dataclasses.field(default_factory=Counter)
+
+    def derive(self, tz_of: dict[str, str]) -> None:
+        for (channel, user), n in self.channel_user_messages.items():
+            words = self.channel_user_words[(channel, user)]
+            self.user_messages[user] += n
+            self.user_words[user] += words
+            self.channel_messages[channel] += n
+            self.channel_words[channel] += words
+            self.channel_users.setdefault(channel, set()).add(user)
+        for user, n in self.user_messages.items():
+            tz = tz_of.get(user, "unknown")
+            self.tz_messages[tz] += n
+            self.tz_posters.setdefault(tz, set()).add(user)
+        for (_, emoji), n in self.channel_emoji.items():
+            self.emoji[emoji] += n
+        for (reactor, author), n in self.reaction_pairs.items():
+            self.reactions_given[reactor] += n
+            self.reactions_received[author] += n
+            self.reactors.add(reactor)
+        for (author, mentioned), n in self.mention_pairs.items():
+            self.mentions_made[author] += n
+            self.mentions_received[mentioned] += n
 
     @property
     def messages(self) -> int:
@@ -106,6 +150,14 @@ class _Tally:
     @property
     def words(self) -> int:
         return sum(self.user_words.values())
+
+    @property
+    def utc_matrix(self) -> list[list[int]]:
+        return [self.utc[d * 24:(d + 1) * 24] for d in range(7)]
+
+    @property
+    def local_matrix(self) -> list[list[int]]:
+        return [self.local[d * 24:(d + 1) * 24] for d in range(7)]
 
 
 def _keep_top(heap: list, item: tuple) -> None:
@@ -154,7 +206,7 @@ def read_inputs(db: Database, team_id: str, period: Period, *, include_private: 
     reported = [c for c, head in chain_head.items() if head]
     first, last = period.previous.first_day, period.first_day + period.days - 1
     listings = [(c, messages.start_days_between(db, team_id, c, first, last)) for c in reported]
-    channel_days = [(c, r.day) for c, future in listings for r in future.result()]
+    channel_days = [(c, days) for c, future in listings if (days := [r.day for r in future.result()])]
     member_futures = {head: channels.start_member_counts(db, team_id, head, since=period.previous.lower_us,
                                                          until=period.upper_us)
                       for head in sorted(set(names))}
@@ -177,18 +229,32 @@ def _older_ids(index: dict[str, Any], head: str) -> list[str]:
 
 def compute(inputs: Inputs) -> dict[str, Any]:
     """The report document (docs/slack-reports.md lists every field and how it is counted)."""
+    # Counting builds millions of small objects that all stay alive until the document is done: the cyclic
+    # garbage collector would rescan them again and again (half the run time at 400k rows) and find nothing.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _compute(inputs)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compute(inputs: Inputs) -> dict[str, Any]:
     started = time.perf_counter()
     period, previous = inputs.period, inputs.period.previous
     clocks: dict[str, _Clock] = {}
     tz_of: dict[str, str] = {}
+    zone_offsets: dict[str, dict[int, int]] = {}
     for u in inputs.users:
-        clocks[u.user_id] = _Clock(u.tz, u.tz_offset)
+        clocks[u.user_id] = _Clock(u.tz, u.tz_offset, zone_offsets.setdefault(u.tz or "", {}))
         tz_of[u.user_id] = u.tz or "unknown"
     tallies = {"current": _Tally(), "previous": _Tally()}
     head_author: dict[tuple[str, int], str] = {}
-    unresolved: list[tuple[str, str, str, int]] = []  # (period, replier, channel, thread_ts)
+    unresolved: list[tuple[_Tally, str, str, int]] = []  # (period, replier, channel, thread_ts)
     lo, mid, hi = previous.lower_us, period.lower_us, period.upper_us
     rows_read = 0
+    cur, prev = tallies["current"], tallies["previous"]
     for channel_id, row in inputs.rows:
         rows_read += 1
         channel = inputs.chain_head.get(channel_id) or ""
@@ -196,54 +262,49 @@ def compute(inputs: Inputs) -> dict[str, Any]:
         if not channel or row.msg_ts is None or not lo <= ts < hi:
             continue
         user = row.user_id
-        if user is not None and row.thread_ts == ts:
+        thread_ts = row.thread_ts
+        if user is not None and thread_ts == ts:
             head_author[(channel, ts)] = user
         if row.deleted or user is None or row.bot_id is not None or row.subtype not in COUNTED_SUBTYPES:
             continue
-        which = "current" if ts >= mid else "previous"
-        t = tallies[which]
-        words = row.word_count or 0
-        t.user_messages[user] += 1
-        t.user_words[user] += words
-        t.channel_messages[channel] += 1
-        t.channel_words[channel] += words
-        t.channel_user_messages[(channel, user)] += 1
-        t.channel_user_words[(channel, user)] += words
-        day = ts // US_PER_DAY
-        t.utc[(day + _EPOCH_WEEKDAY) % 7][(ts % US_PER_DAY) // _US_PER_HOUR] += 1
-        weekday, hour = clocks.get(user, _UTC).weekday_hour(ts)
-        t.local[weekday][hour] += 1
-        tz = tz_of.get(user, "unknown")
-        t.tz_messages[tz] += 1
-        t.tz_posters.setdefault(tz, set()).add(user)
-        if row.reactions:
-            for emoji, reactor in row.reactions:
-                t.emoji[emoji] += 1
-                t.channel_emoji[(channel, emoji)] += 1
-                t.reactions_given[reactor] += 1
-                t.reactions_received[user] += 1
-                t.reaction_pairs[(reactor, user)] += 1
-                t.reactors.add(reactor)
-            _keep_top(t.most_reacted, (len(row.reactions), -ts, channel, user, row.msg_ts))
+        t = cur if ts >= mid else prev
+        key = (channel, user)
+        t.channel_user_messages[key] += 1
+        t.channel_user_words[key] += row.word_count or 0
+        t.utc[((ts // US_PER_DAY + _EPOCH_WEEKDAY) % 7) * 24 + (ts % US_PER_DAY) // _US_PER_HOUR] += 1
+        clock = clocks.get(user)
+        if clock is None:
+            clock = clocks[user] = _UTC
+        weekday, hour = clock.weekday_hour(ts)
+        t.local[weekday * 24 + hour] += 1
+        reactions = row.reactions
+        if reactions:
+            pairs, by_channel = t.reaction_pairs, t.channel_emoji
+            for emoji, reactor in reactions:
+                by_channel[(channel, emoji)] += 1
+                pairs[(reactor, user)] += 1
+            _keep_top(t.most_reacted, (len(reactions), -ts, channel, user, row.msg_ts))
         if row.mentions:
             for mentioned in row.mentions:
-                t.mentions_made[user] += 1
-                t.mentions_received[mentioned] += 1
-        if row.thread_ts is not None and row.thread_ts != ts:
-            t.replies_by[user] += 1
-            t.threads_by.setdefault(user, set()).add((channel, row.thread_ts))
-            if row.parent_user_id:
-                t.reply_pairs[(user, row.parent_user_id)] += 1
+                t.mention_pairs[(user, mentioned)] += 1
+        if thread_ts is not None:
+            if thread_ts != ts:
+                t.replies_by[user] += 1
+                t.threads_by.setdefault(user, set()).add((channel, thread_ts))
+                if row.parent_user_id:
+                    t.reply_pairs[(user, row.parent_user_id)] += 1
+                else:
+                    unresolved.append((t, user, channel, thread_ts))
             else:
-                unresolved.append((which, user, channel, row.thread_ts))
-        elif row.thread_ts == ts:
-            t.threads_started += 1
-            if row.replies:
-                _keep_top(t.most_replied, (len(row.replies), -ts, channel, user, row.msg_ts))
-    for which, user, channel, thread_ts in unresolved:
+                t.threads_started += 1
+                if row.reply_count:
+                    _keep_top(t.most_replied, (row.reply_count, -ts, channel, user, row.msg_ts))
+    for t, user, channel, thread_ts in unresolved:
         author = head_author.get((channel, thread_ts))
         if author is not None:
-            tallies[which].reply_pairs[(user, author)] += 1
+            t.reply_pairs[(user, author)] += 1
+    cur.derive(tz_of)
+    prev.derive(tz_of)
     doc = _document(inputs, tallies["current"], tallies["previous"])
     doc["stats"] = {"rows_read": rows_read, "compute_seconds": round(time.perf_counter() - started, 3)}
     return doc
@@ -251,8 +312,8 @@ def compute(inputs: Inputs) -> dict[str, Any]:
 
 def _top(current: Counter, previous: Counter, n: int = TOP) -> list[tuple[Any, dict[str, Any]]]:
     """The n largest of `current` (ties by key), each with its figure against `previous`."""
-    keys = sorted(current, key=lambda k: (-current[k], k))[:n]
-    return [(k, fig(current[k], previous.get(k, 0))) for k in keys]
+    keys = heapq.nsmallest(n, current, key=lambda k: (-current[k], k))
+    return [(k, _int_fig(current[k], previous.get(k, 0))) for k in keys]
 
 
 def _ranks(counts: Counter, words: Counter) -> list[str]:
@@ -322,18 +383,18 @@ def _channel_figures(cur: _Tally, prev: _Tally) -> list[dict[str, Any]]:
                   key=lambda c: (-cur.channel_messages.get(c, 0), -prev.channel_messages.get(c, 0), c))
     out = []
     for channel in keys:
-        posters = {u for (c, u) in cur.channel_user_messages if c == channel} | \
-                  {u for (c, u) in prev.channel_user_messages if c == channel}
+        posters = cur.channel_users.get(channel, set()) | prev.channel_users.get(channel, set())
         per_user = sorted(posters, key=lambda u: (-cur.channel_user_messages.get((channel, u), 0), u))
         out.append({
             "channel": channel,
             "messages": fig(cur.channel_messages.get(channel, 0), prev.channel_messages.get(channel, 0)),
             "words": fig(cur.channel_words.get(channel, 0), prev.channel_words.get(channel, 0)),
-            "users": [{"user": u,
-                       "messages": fig(cur.channel_user_messages.get((channel, u), 0),
-                                       prev.channel_user_messages.get((channel, u), 0)),
-                       "words": fig(cur.channel_user_words.get((channel, u), 0),
-                                    prev.channel_user_words.get((channel, u), 0))} for u in per_user]})
+            # A table, not a list of figures: a workspace has one row per (channel, poster), 240k of them at
+            # 200,000 messages a week, and figures would make the stored report four times as large.
+            "users": [[u, cur.channel_user_messages.get((channel, u), 0),
+                       prev.channel_user_messages.get((channel, u), 0),
+                       cur.channel_user_words.get((channel, u), 0),
+                       prev.channel_user_words.get((channel, u), 0)] for u in per_user]})
     return out
 
 
@@ -348,24 +409,36 @@ def _activity(cur: _Tally, prev: _Tally) -> dict[str, Any]:
         return [fig(x, y) for x, y in zip(a, b, strict=True)]
 
     workdays = range(5)
-    cur_wd, prev_wd = weekdays(cur.utc), weekdays(prev.utc)
+    cur_utc, prev_utc = cur.utc_matrix, prev.utc_matrix
+    cur_local, prev_local = cur.local_matrix, prev.local_matrix
+    cur_wd, prev_wd = weekdays(cur_utc), weekdays(prev_utc)
     cur_total, prev_total = sum(cur_wd), sum(prev_wd)
     tzs = sorted(set(cur.tz_messages) | set(prev.tz_messages),
                  key=lambda z: (-cur.tz_messages.get(z, 0), z))
     return {
-        "utc_weekday_hour": {"value": cur.utc, "previous": prev.utc},
+        "utc_weekday_hour": {"value": cur_utc, "previous": prev_utc},
         "utc_weekday": figs(cur_wd, prev_wd),
-        "utc_hour": figs(hours(cur.utc), hours(prev.utc)),
-        "weekday_hours_utc": figs(hours(cur.utc, workdays), hours(prev.utc, workdays)),
-        "local_weekday": figs(weekdays(cur.local), weekdays(prev.local)),
-        "local_hour": figs(hours(cur.local), hours(prev.local)),
-        "weekday_hours_local": figs(hours(cur.local, workdays), hours(prev.local, workdays)),
+        "utc_hour": figs(hours(cur_utc), hours(prev_utc)),
+        "weekday_hours_utc": figs(hours(cur_utc, workdays), hours(prev_utc, workdays)),
+        "local_weekday": figs(weekdays(cur_local), weekdays(prev_local)),
+        "local_hour": figs(hours(cur_local), hours(prev_local)),
+        "weekday_hours_local": figs(hours(cur_local, workdays), hours(prev_local, workdays)),
         "weekday_share": figs([_share(n, cur_total) for n in cur_wd], [_share(n, prev_total) for n in prev_wd]),
         "workday_share": fig(_share(sum(cur_wd[:5]), cur_total), _share(sum(prev_wd[:5]), prev_total)),
         "timezones": [{"tz": z, "messages": fig(cur.tz_messages.get(z, 0), prev.tz_messages.get(z, 0)),
                        "posters": fig(len(cur.tz_posters.get(z, ())), len(prev.tz_posters.get(z, ())))}
                       for z in tzs],
     }
+
+
+def _reactions_by_channel(cur: _Tally, prev: _Tally) -> list[dict[str, Any]]:
+    per_channel: dict[str, list[str]] = {}
+    for channel, emoji in cur.channel_emoji:
+        per_channel.setdefault(channel, []).append(emoji)
+    return [{"channel": c, "top": [
+        {"emoji": e, "count": fig(cur.channel_emoji[(c, e)], prev.channel_emoji.get((c, e), 0))}
+        for e in sorted(per_channel[c], key=lambda e: (-cur.channel_emoji[(c, e)], e))[:TOP_PER_CHANNEL]]}
+        for c in sorted(per_channel)]
 
 
 def _message_refs(team_id: str, heap: list, label: str) -> list[dict[str, Any]]:
@@ -420,15 +493,11 @@ def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
         },
         "users": _user_figures(cur, prev),
         "channels": _channel_figures(cur, prev),
+        "channel_user_columns": list(CHANNEL_USER_COLUMNS),
         "activity": _activity(cur, prev),
         "reactions": {
             "top": [{"emoji": e, "count": f} for e, f in _top(cur.emoji, prev.emoji)],
-            "by_channel": [{"channel": c, "top": [{"emoji": e, "count": fig(cur.channel_emoji[(c, e)],
-                                                                            prev.channel_emoji.get((c, e), 0))}
-                                                  for e in sorted((e for (ch, e) in cur.channel_emoji if ch == c),
-                                                                  key=lambda e: (-cur.channel_emoji[(c, e)], e)
-                                                                  )[:TOP_PER_CHANNEL]]}
-                           for c in sorted({ch for (ch, _) in cur.channel_emoji})],
+            "by_channel": _reactions_by_channel(cur, prev),
             "given": [{"user": u, "count": f} for u, f in _top(cur.reactions_given, prev.reactions_given)],
             "received": [{"user": u, "count": f} for u, f in _top(cur.reactions_received, prev.reactions_received)],
             "pairs": [{"from": a, "to": b, "count": f} for (a, b), f in _top(cur.reaction_pairs, prev.reaction_pairs)],
@@ -462,9 +531,10 @@ def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
 def _names(inputs: Inputs, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
     """Display names of every user and channel the document mentions (ids stay the keys everywhere)."""
     people = {u.user_id: (u.display_name or u.real_name or u.name or u.user_id) for u in inputs.users}
-    user_ids: set[str] = set()
-    channel_ids: set[str] = set(inputs.channel_names) & (
-        {c["channel"] for c in doc["channels"]} | {m["channel"] for m in doc["members"]})
+    # Every poster of either period is in users.rows (so every user of channels[].users is too); the other
+    # sections are short lists, walked whole.
+    user_ids: set[str] = {r["user"] for r in doc["users"]["rows"]}
+    channel_ids: set[str] = {c["channel"] for c in doc["channels"]} | {m["channel"] for m in doc["members"]}
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
@@ -479,6 +549,6 @@ def _names(inputs: Inputs, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
             for item in value:
                 walk(item)
 
-    walk({k: v for k, v in doc.items() if k != "activity"})
+    walk([doc[k] for k in ("reactions", "mentions", "threads", "top_messages", "new_users", "first_posts")])
     return {"users": {u: people.get(u, u) for u in sorted(user_ids)},
             "channels": {c: inputs.channel_names.get(c, c) for c in sorted(channel_ids)}}

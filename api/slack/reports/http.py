@@ -108,7 +108,7 @@ def get_report(team_id: str, report_id: str, anonymise: bool):
 
 
 @blp.route("/slack/teams/<team_id>/reports", methods=["POST"], parameters=path_parameters("team_id"))
-@blp.arguments(GenerateBody, location="json")
+@blp.arguments(GenerateBody, location="json", required=False)
 @blp.response(201, ReportSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 503)

@@ -11,6 +11,7 @@ from api.slack.timeutil import US_PER_DAY
 MAX_DAYS = 31  # a report reads 2 x days channel-day partitions per channel: bounded
 _ID_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})-(\d{1,2})$")
 _EPOCH = dt.date(1970, 1, 1)
+LAST_START = dt.date(2199, 12, 31)
 
 
 class BadPeriod(ValueError):
@@ -25,8 +26,8 @@ class Period:
     def __post_init__(self) -> None:
         if not 1 <= self.days <= MAX_DAYS:
             raise BadPeriod(f"days must be between 1 and {MAX_DAYS}")
-        if self.start < _EPOCH or self.start > dt.date(2200, 1, 1):
-            raise BadPeriod("start day out of range")
+        if not _EPOCH <= self.start <= LAST_START:
+            raise BadPeriod(f"the first day must be between {_EPOCH} and {LAST_START}")
 
     @property
     def report_id(self) -> str:

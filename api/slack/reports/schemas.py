@@ -4,7 +4,9 @@ report is large)."""
 
 from __future__ import annotations
 
-from marshmallow import Schema, fields, validate
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
 
 from api.slack.reports.period import MAX_DAYS
 from api.slack.schemas import CURSOR_MAX_CHARS, CURSOR_PATTERN
@@ -24,15 +26,24 @@ class ReportArgs(Schema):
         "description": "replace every user and channel (ids and names) with a stable fake, drop links"})
 
 
+class JsonBoolean(fields.Boolean):
+    """true or false as JSON has them (no "yes", 1 or "true" in a JSON body)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValidationError("must be true or false")
+        return value
+
+
 class GenerateBody(Schema):
-    start = fields.Date(metadata={"description": "first day (UTC), YYYY-MM-DD; default: the latest Sunday-start "
-                                                 "week that has ended"})
-    days = fields.Integer(load_default=7, validate=validate.Range(1, MAX_DAYS))
-    include_private = fields.Boolean(load_default=False, metadata={"description": "count private channels too"})
-    post = fields.Boolean(load_default=False, metadata={"description": "also post it to Slack (chat.postMessage)"})
-    per_channel = fields.Boolean(load_default=False, metadata={
+    start = fields.Date(metadata={"description": "first day (UTC), YYYY-MM-DD, 1970-01-01 … 2199-12-31; default: "
+                                                 "the latest Sunday-start week that has ended"})
+    days = fields.Integer(load_default=7, strict=True, validate=validate.Range(1, MAX_DAYS))
+    include_private = JsonBoolean(load_default=False, metadata={"description": "count private channels too"})
+    post = JsonBoolean(load_default=False, metadata={"description": "also post it to Slack (chat.postMessage)"})
+    per_channel = JsonBoolean(load_default=False, metadata={
         "description": "with post: each channel's report to #<channel>-stats"})
-    anonymise = fields.Boolean(load_default=False, metadata={"description": "with post: post it anonymised"})
+    anonymise = JsonBoolean(load_default=False, metadata={"description": "with post: post it anonymised"})
 
 
 class ReportEntrySchema(Schema):
@@ -59,7 +70,9 @@ class ReportSchema(Schema):
     generated_at = fields.String(required=True)
     totals = fields.Dict(required=True, metadata={"description": "{key: {value, previous, change}}"})
     users = fields.Dict(required=True)
-    channels = fields.List(fields.Dict(), required=True)
+    channels = fields.List(fields.Dict(), required=True, metadata={
+        "description": "per channel: messages, words (figures) and users, a table of channel_user_columns"})
+    channel_user_columns = fields.List(fields.String(), required=True)
     activity = fields.Dict(required=True)
     reactions = fields.Dict(required=True)
     mentions = fields.Dict(required=True)
