@@ -207,11 +207,15 @@ def read_inputs(db: Database, team_id: str, period: Period, *, include_private: 
     first, last = period.previous.first_day, period.first_day + period.days - 1
     listings = [(c, messages.start_days_between(db, team_id, c, first, last)) for c in reported]
     channel_days = [(c, days) for c, future in listings if (days := [r.day for r in future.result()])]
-    member_futures = {head: channels.start_member_counts(db, team_id, head, since=period.previous.lower_us,
-                                                         until=period.upper_us)
+    # Each channel's readings in the window, and its latest reading before it (the count in force when the
+    # window opened): two bounded reads of the member log, whose partition grows with every history run.
+    member_futures = {head: (channels.start_member_counts(db, team_id, head, since=period.previous.lower_us,
+                                                          until=period.upper_us),
+                             channels.start_member_counts(db, team_id, head, since=0,
+                                                          until=period.previous.lower_us, limit=1))
                       for head in sorted(set(names))}
-    members = {head: [(r.observed_at, r.members, r.source) for r in f.result()]
-               for head, f in member_futures.items()}
+    members = {head: [(r.observed_at, r.members, r.source) for f in pair for r in f.result()]
+               for head, pair in member_futures.items()}
     return Inputs(team_id=team_id, period=period, channel_names=names, chain_head=chain_head,
                   rows=messages.report_rows(db, team_id, channel_days), users=users.every_user(db, team_id),
                   members=members)
@@ -451,14 +455,20 @@ def _message_refs(team_id: str, heap: list, label: str) -> list[dict[str, Any]]:
     return out
 
 
+def _seen_before(u: Any, t: int) -> bool:
+    """First seen before `t`: by their profile, or (known only from their posts) by their first post."""
+    seen = u.first_seen if u.first_seen is not None else u.first_post_ts
+    return seen is not None and seen < t
+
+
 def _is_person(u: Any) -> bool:
     return not (u.deleted or u.is_bot or u.is_app_user or u.user_id == "USLACKBOT")
 
 
 def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
     period, previous, team = inputs.period, inputs.period.previous, inputs.team_id
-    all_users = fig(sum(1 for u in inputs.users if _is_person(u) and (u.first_seen or 0) < period.upper_us),
-                    sum(1 for u in inputs.users if _is_person(u) and (u.first_seen or 0) < previous.upper_us))
+    all_users = fig(sum(1 for u in inputs.users if _is_person(u) and _seen_before(u, period.upper_us)),
+                    sum(1 for u in inputs.users if _is_person(u) and _seen_before(u, previous.upper_us)))
 
     def within(t: int | None, p: Period) -> bool:
         return t is not None and p.lower_us <= t < p.upper_us
@@ -475,7 +485,8 @@ def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
         last_cur = next((m for t, m, _ in reversed(log) if t < period.upper_us), None)
         last_prev = next((m for t, m, _ in reversed(log) if t < previous.upper_us), None)
         members.append({"channel": channel, "members": fig(last_cur, last_prev),
-                        "observations": [{"at": us_to_ts(t), "members": m, "source": s} for t, m, s in log]})
+                        "observations": [{"at": us_to_ts(t), "members": m, "source": s} for t, m, s in log
+                                         if t >= previous.lower_us]})
     doc: dict[str, Any] = {
         "team_id": team, "report_id": period.report_id, "period": period.to_json(), "previous": previous.to_json(),
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
