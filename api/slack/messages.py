@@ -442,6 +442,22 @@ def report_rows(db: Database, team_id: str, channel_days: Iterable[tuple[str, li
                 yield channel_id, row
 
 
+def analytics_writes(db: Database, team_id: str, channel_id: str, day: int) -> list[Write]:
+    """The analytics a channel-day's rows lack (word count, mentions; a reply on its head's replies), computed
+    from the stored text at the text's write time: running it again, or after new edits, changes nothing."""
+    writes: list[Write] = []
+    for r in db.execute(SELECT_TEXT_DAY, (team_id, channel_id, day)):
+        if r.msg_ts is None:
+            continue
+        if r.text is not None and r.word_count is None:
+            writes.append((SET_ANALYTICS, (r.text_written, mrkdwn.word_count(r.text),
+                                           mrkdwn.mentioned_users(r.text, r.user_id), team_id, channel_id, day, r.ts)))
+        if r.thread_ts is not None and r.thread_ts != r.ts and not r.deleted:
+            writes.append((ADD_REPLY_TO_HEAD, (r.ts, r.ts, r.user_id or r.bot_id or "", team_id, channel_id,
+                                               day_of(r.thread_ts), r.thread_ts)))
+    return writes
+
+
 def start_days_between(db: Database, team_id: str, channel_id: str, first_day: int, last_day: int) -> Any:
     """Start reading the listed days of a channel in [first_day, last_day] (a future; a report's window)."""
     return db.execute_async(SELECT_DAYS_ASC, (team_id, channel_id, last_day, first_day, last_day - first_day + 1))

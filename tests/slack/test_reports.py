@@ -20,7 +20,7 @@ from api.slack.reports.period import Period, last_full_week
 from api.slack.timeutil import day_of, ts_to_us
 from tests.fakes.slack_web_api import DEFAULT_TOKEN, FakeSlackWebApi
 from tests.helpers import ADMIN_TOKEN
-from tests.slack.helpers import ALL, delete, edit, msg, post_event
+from tests.slack.helpers import ALL, created, delete, edit, msg, post_event
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 T1_ONLY = {"Authorization": "Bearer token-t1"}
@@ -43,21 +43,30 @@ def _row(db, team: str, channel: str, ts: str):
 
 # -- analytics at ingest ------------------------------------------------------------------------------------
 
+TEXTS = ("hello <@UBOBBY> and <@UALICE>", "now <@UCAROL|carol> and <@UCAROL> twice <@UALICE>",
+         "plain words only here")
+
+
+@pytest.mark.parametrize("last", [1, 2], ids=["mentions-last", "no-mentions-last"])
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
-def test_word_count_and_mentions_follow_the_newest_text_whatever_the_order(client, db, unique_channel, order):
-    team, channel = _team(), unique_channel()
+def test_word_count_and_mentions_follow_the_newest_text_whatever_the_order(client, db, unique_channel, order,
+                                                                           last):
+    """A post and two edits delivered in every order: the figures are those of the newest text (mentions of
+    distinct users, the author's own left out; an edit that removes every mention leaves none)."""
+    team, channel, ts = _team(), unique_channel(), "1772400000.000100"
+    second, third = (2, 1) if last == 1 else (1, 2)
     events = [
-        msg(channel, "1772400000.000100", "hello <@UB> and <@UA>", user="UA"),  # self-mention left out
-        edit(channel, "1772400000.000100", "now <@UC|carol> and <@UC> twice", "hello <@UB> and <@UA>",
-             at="1772400100.000100", user="UA"),
-        edit(channel, "1772400000.000100", "plain words only here", "now <@UC|carol> and <@UC> twice",
-             at="1772400200.000100", user="UA"),
+        msg(channel, ts, TEXTS[0], user="UALICE"),
+        edit(channel, ts, TEXTS[second], TEXTS[0], at="1772400100.000100", user="UALICE"),
+        edit(channel, ts, TEXTS[third], TEXTS[second], at="1772400200.000100", user="UALICE"),
     ]
     for i in order:
         assert post_event(client, team, events[i]).status_code == 200
-    row = _row(db, team, channel, "1772400000.000100")
-    assert row.word_count == 4
-    assert not row.mentions  # the last edit removed every mention: an empty value, not the older set
+    row = _row(db, team, channel, ts)
+    if third == 1:
+        assert (row.word_count, set(row.mentions)) == (6, {"UCAROL"})
+    else:
+        assert (row.word_count, set(row.mentions)) == (4, set())  # an empty value, not the older set
 
 
 @pytest.mark.parametrize("delete_first", [False, True])
@@ -296,3 +305,42 @@ def test_cli_generates_prints_html_and_posts(db, report_workspace, tmp_path, mon
     assert CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "2019-01-01",
                                     "--stored"]).exit_code == 4
     assert CliRunner().invoke(cli, ["slack", "report", "--team", team, "--start", "March"]).exit_code == 2
+
+
+# -- messages archived before the analytics existed ---------------------------------------------------------
+
+# A message row as the code before schema 0060 wrote it: no analytics columns.
+OLD_UPSERT = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET msg_ts = ?, user_id = ?, text = ?, thread_ts = ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?")
+OLD_DAY = Statement("INSERT INTO slack_channel_days (team_id, channel_id, day) VALUES (?, ?, ?)")
+
+
+def test_analytics_rebuild_fills_rows_archived_before_0060_without_undoing_edits(client, db, unique_channel,
+                                                                                 monkeypatch):
+    team, channel = _team(), unique_channel()
+    head, reply = ts_to_us("1772400000.000100"), ts_to_us("1772400010.000100")
+    edited_at = ts_to_us("1772400100.000100")
+    assert post_event(client, team, created(channel, "old-channel", "1772300000.000100")).status_code == 200
+    for wt, ts, user, text, thread in ((edited_at, head, "UA", "final text with <@UCAROL> and more", head),
+                                       (reply, reply, "UB", "a reply", head)):
+        db.execute(OLD_UPSERT, (wt, f"{ts // 10**6}.{ts % 10**6:06d}", user, text, thread, team, channel,
+                                day_of(ts), ts))
+    db.execute(OLD_DAY, (team, channel, day_of(head)))
+    assert _row(db, team, channel, "1772400000.000100").word_count is None
+    monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
+
+    dry = CliRunner().invoke(cli, ["slack", "analytics-rebuild", "--team", team, "--dry-run", "--no-progress"])
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.stdout)["writes"] == 3
+    assert _row(db, team, channel, "1772400000.000100").word_count is None  # a dry run writes nothing
+    run = CliRunner().invoke(cli, ["slack", "analytics-rebuild", "--team", team, "--no-progress"])
+    assert run.exit_code == 0, run.output
+    row = _row(db, team, channel, "1772400000.000100")
+    assert (row.word_count, set(row.mentions), dict(row.replies)) == (6, {"UCAROL"}, {reply: "UB"})
+    assert _row(db, team, channel, "1772400010.000100").word_count == 2
+    # written at the text's own time: the original post delivered again (older than the edit) does not win
+    original = msg(channel, "1772400000.000100", "first draft <@UB>", user="UA", thread_ts="1772400000.000100")
+    assert post_event(client, team, original).status_code == 200
+    row = _row(db, team, channel, "1772400000.000100")
+    assert (row.word_count, set(row.mentions)) == (6, {"UCAROL"})
