@@ -57,15 +57,15 @@ _QUARTER_US = 900 * US_PER_SECOND
 
 class _Clock:
     """A user's local time: their IANA zone where Slack gave one (daylight saving applied), their fixed offset
-    otherwise, UTC last. Zone offsets change only on quarter hours (every zone's offset and transition time is a
-    multiple of 15 minutes), so a zone's offset is looked up once per quarter hour and cached."""
+    otherwise, UTC last. Offsets and their changes fall on quarter hours (every zone's offset and transition time
+    is a multiple of 15 minutes), so a whole UTC quarter hour has one local weekday and hour."""
 
     __slots__ = ("zone", "offset_us", "offsets")
 
-    def __init__(self, tz: str | None, tz_offset: int | None, offsets: dict[int, int] | None = None) -> None:
+    def __init__(self, tz: str | None, tz_offset: int | None) -> None:
         self.zone: zoneinfo.ZoneInfo | None = None
         self.offset_us = (tz_offset or 0) * US_PER_SECOND
-        self.offsets = offsets if offsets is not None else {}  # quarter hour -> offset µs (shared per zone)
+        self.offsets: dict[int, int] = {}  # quarter hour -> offset µs
         if tz:
             try:
                 self.zone = zoneinfo.ZoneInfo(tz)
@@ -95,6 +95,7 @@ class _Tally:
 
     channel_user_messages: Counter = dataclasses.field(default_factory=Counter)  # (channel, user)
     channel_user_words: Counter = dataclasses.field(default_factory=Counter)
+    quarters: Counter = dataclasses.field(default_factory=Counter)  # (author's clock, UTC quarter hour)
     utc: list = dataclasses.field(default_factory=lambda: [0] * 168)  # weekday * 24 + hour
     local: list = dataclasses.field(default_factory=lambda: [0] * 168)
     channel_emoji: Counter = dataclasses.field(default_factory=Counter)  # (channel, emoji)
@@ -121,7 +122,12 @@ class _Tally:
     mentions_made: Counter = dataclasses.field(default_factory=Counter)
     mentions_received: Counter = dataclasses.field(default_factory=Counter)
 
-    def derive(self, tz_of: dict[str, str]) -> None:
+    def derive(self, tz_of: dict[str, str], clocks: dict[str, _Clock]) -> None:
+        for (clock, quarter), n in self.quarters.items():
+            start = quarter * _QUARTER_US
+            self.utc[((start // US_PER_DAY + _EPOCH_WEEKDAY) % 7) * 24 + (start % US_PER_DAY) // _US_PER_HOUR] += n
+            weekday, hour = clocks[clock].weekday_hour(start)
+            self.local[weekday * 24 + hour] += n
         for (channel, user), n in self.channel_user_messages.items():
             words = self.channel_user_words[(channel, user)]
             self.user_messages[user] += n
@@ -247,11 +253,16 @@ def compute(inputs: Inputs) -> dict[str, Any]:
 def _compute(inputs: Inputs) -> dict[str, Any]:
     started = time.perf_counter()
     period, previous = inputs.period, inputs.period.previous
-    clocks: dict[str, _Clock] = {}
+    # Messages are counted per (clock, quarter hour): weekday and hour, in UTC and in the author's local time,
+    # are worked out once per quarter hour of each clock after the pass, not once per message.
+    clocks: dict[str, _Clock] = {"": _UTC}
+    clock_of: dict[str, str] = {}
     tz_of: dict[str, str] = {}
-    zone_offsets: dict[str, dict[int, int]] = {}
     for u in inputs.users:
-        clocks[u.user_id] = _Clock(u.tz, u.tz_offset, zone_offsets.setdefault(u.tz or "", {}))
+        clock = _Clock(u.tz, u.tz_offset)
+        key = u.tz if clock.zone is not None else f"{clock.offset_us}" if clock.offset_us else ""
+        clocks.setdefault(key, clock)
+        clock_of[u.user_id] = key
         tz_of[u.user_id] = u.tz or "unknown"
     tallies = {"current": _Tally(), "previous": _Tally()}
     head_author: dict[tuple[str, int], str] = {}
@@ -275,12 +286,7 @@ def _compute(inputs: Inputs) -> dict[str, Any]:
         key = (channel, user)
         t.channel_user_messages[key] += 1
         t.channel_user_words[key] += row.word_count or 0
-        t.utc[((ts // US_PER_DAY + _EPOCH_WEEKDAY) % 7) * 24 + (ts % US_PER_DAY) // _US_PER_HOUR] += 1
-        clock = clocks.get(user)
-        if clock is None:
-            clock = clocks[user] = _UTC
-        weekday, hour = clock.weekday_hour(ts)
-        t.local[weekday * 24 + hour] += 1
+        t.quarters[(clock_of.get(user, ""), ts // _QUARTER_US)] += 1
         reactions = row.reactions
         if reactions:
             pairs, by_channel = t.reaction_pairs, t.channel_emoji
@@ -307,8 +313,8 @@ def _compute(inputs: Inputs) -> dict[str, Any]:
         author = head_author.get((channel, thread_ts))
         if author is not None:
             t.reply_pairs[(user, author)] += 1
-    cur.derive(tz_of)
-    prev.derive(tz_of)
+    cur.derive(tz_of, clocks)
+    prev.derive(tz_of, clocks)
     doc = _document(inputs, tallies["current"], tallies["previous"])
     doc["stats"] = {"rows_read": rows_read, "compute_seconds": round(time.perf_counter() - started, 3)}
     return doc
