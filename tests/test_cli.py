@@ -30,6 +30,7 @@ WRAPPERS = {
     "runtime_scripts/slack_backfill.py": ("slack", "backfill"),
     "runtime_scripts/slack_import_export.py": ("slack", "import-export"),
     "runtime_scripts/slack_export.py": ("slack", "export"),
+    "runtime_scripts/slack_report.py": ("slack", "report"),
     "runtime_scripts/load_network.py": ("network", "load"),
     "runtime_scripts/network_query.py": ("network", "query"),
     "runtime_scripts/insert_new_tweets.py": ("network", "post"),
