@@ -344,3 +344,16 @@ def test_analytics_rebuild_fills_rows_archived_before_0060_without_undoing_edits
     assert post_event(client, team, original).status_code == 200
     row = _row(db, team, channel, "1772400000.000100")
     assert (row.word_count, set(row.mentions)) == (6, {"UCAROL"})
+
+
+def test_slackbot_and_bots_are_left_out_of_the_statistics(client, db, unique_channel):
+    team, channel = _team(), unique_channel()
+    base = 1772400000  # 2026-03-01, in the week reported
+    events = [msg(channel, f"{base + 60}.000100", "a person writes", user="UPERSON"),
+              msg(channel, f"{base + 120}.000100", "You have a reminder", user="USLACKBOT"),
+              msg(channel, f"{base + 180}.000100", "deploy done", user="UDEPLOYBOT", bot_id="BDEPLOY"),
+              msg(channel, f"{base + 240}.000100", "joined", user="UPERSON", subtype="channel_join")]
+    for event in events:
+        assert post_event(client, team, event).status_code == 200
+    doc = service.generate(db, team, Period(START, 7), save=False)
+    assert doc["totals"]["messages"]["value"] == 1 and [r["user"] for r in doc["users"]["rows"]] == ["UPERSON"]

@@ -29,6 +29,7 @@ from api.slack.reports.period import Period
 from api.slack.timeutil import US_PER_DAY, US_PER_SECOND, us_to_ts
 
 COUNTED_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
+SLACKBOT = "USLACKBOT"  # Slack's own bot posts with this user id and no bot_id
 TOP = 20  # rows of each "top" list
 CHANNEL_USER_COLUMNS = ("user", "messages", "previous_messages", "words", "previous_words")
 TOP_MESSAGES = 10
@@ -280,7 +281,8 @@ def _compute(inputs: Inputs) -> dict[str, Any]:
         thread_ts = row.thread_ts
         if user is not None and thread_ts == ts:
             head_author[(channel, ts)] = user
-        if row.deleted or user is None or row.bot_id is not None or row.subtype not in COUNTED_SUBTYPES:
+        if (row.deleted or user is None or row.bot_id is not None or row.subtype not in COUNTED_SUBTYPES
+                or user == SLACKBOT):
             continue
         t = cur if ts >= mid else prev
         key = (channel, user)
@@ -468,7 +470,7 @@ def _seen_before(u: Any, t: int) -> bool:
 
 
 def _is_person(u: Any) -> bool:
-    return not (u.deleted or u.is_bot or u.is_app_user or u.user_id == "USLACKBOT")
+    return not (u.deleted or u.is_bot or u.is_app_user or u.user_id == SLACKBOT)
 
 
 def _document(inputs: Inputs, cur: _Tally, prev: _Tally) -> dict[str, Any]:
