@@ -357,3 +357,13 @@ def test_slackbot_and_bots_are_left_out_of_the_statistics(client, db, unique_cha
         assert post_event(client, team, event).status_code == 200
     doc = service.generate(db, team, Period(START, 7), save=False)
     assert doc["totals"]["messages"]["value"] == 1 and [r["user"] for r in doc["users"]["rows"]] == ["UPERSON"]
+
+
+def test_an_unreachable_slack_is_a_clear_post_error(monkeypatch):
+    team = _team()
+    monkeypatch.setenv("CHRONICLE_SLACK_BOT_TOKENS", f"{team}=xoxb-any")
+    monkeypatch.setenv("CHRONICLE_SLACK_API_URL", "http://127.0.0.1:9/api/")  # nothing listens on port 9
+    from api.slack.settings import SlackSettings
+
+    with pytest.raises(blocks.PostError, match="unreachable"):
+        service.post(_big_document(team), SlackSettings.from_env())

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 MAX_BLOCKS = 50
@@ -190,8 +190,9 @@ def post(web: WebClient, doc: dict[str, Any], *, channel: str, per_channel: bool
         for part in split(blocks):
             try:
                 answer = web.chat_postMessage(channel=target, blocks=part, text=fallback)
-            except SlackApiError as exc:
-                error = exc.response.get("error", "slack_error") if exc.response is not None else "slack_error"
+            except (SlackClientError, OSError) as exc:  # Slack's refusal, or Slack not reachable (after retries)
+                error = (exc.response.get("error", "slack_error") if isinstance(exc, SlackApiError)
+                         and exc.response is not None else f"unreachable: {exc}")
                 if required:
                     raise PostError(f"chat.postMessage to {target}: {error}") from None
                 delivery.skipped.append((target, error))
