@@ -110,7 +110,7 @@ def test_lists_members_and_users(fake: FakeSlackWebApi) -> None:
         web.conversations_history(channel="C3")
     assert hidden.value.response["error"] == "not_in_channel"
     with pytest.raises(SlackApiError) as unknown:
-        web.api_call("chat.postMessage")
+        web.api_call("chat.scheduleMessage")  # not spoken by the stand-in
     assert unknown.value.response["error"] == "unknown_method"
 
 

@@ -34,7 +34,8 @@ _ERRORS = {400: "invalid cursor", 401: "missing or unknown token", 403: "token n
 _REPORT_PARAM = {"in": "path", "name": "report_id", "required": True, "schema": {
     "type": "string", "pattern": REPORT_ID_PATTERN},
     "description": "{start_day}-{days}, e.g. 2026-11-15-7; with .html the HTML page"}
-_HTML_DOC = {"responses": {"200": {"content": {"text/html": {"schema": {"type": "string"}}}}}}
+# The HTML page, documented beside the JSON body of the same 200 (the int key merges with flask-smorest's own).
+_HTML_DOC = {"responses": {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}}
 
 
 def _errors(*codes: int):
