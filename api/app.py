@@ -93,4 +93,7 @@ def _feature_blueprints() -> list:
             raise
     else:
         blueprints.append(network_blp)
+    from api.activity.http import blp as activity_blp
+
+    blueprints.append(activity_blp)
     return blueprints

@@ -19,7 +19,7 @@ from api.cli.common import EXIT_CODES_DOC
 
 ROOT = Path(__file__).resolve().parents[1]
 CHRONICLE = str(Path(sys.executable).with_name("chronicle"))
-GROUPS = ("migrate", "network", "node", "sample", "slack")
+GROUPS = ("activity", "migrate", "network", "node", "sample", "slack")
 
 # The files users and the seeds know, and the command each one now is.
 WRAPPERS = {
@@ -87,7 +87,8 @@ def test_help_lists_every_group_and_every_command(tmp_path):
     assert {("node", "start"), ("node", "cluster", "destroy"), ("migrate",), ("sample", "load"),
             ("slack", "file-worker"), ("network", "load"), ("network", "query", "q6"), ("network", "post"),
             ("network", "init-cache"), ("network", "rankings"), ("network", "clean-relations"),
-            ("network", "clean-posts"), ("network", "generate")} <= leaves
+            ("network", "clean-posts"), ("network", "generate"), ("activity", "rebuild"), ("activity", "worker"),
+            ("activity", "show")} <= leaves
     assert _words(EXIT_CODES_DOC) in _words(result.stdout)
 
 

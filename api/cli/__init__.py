@@ -1,6 +1,6 @@
 """Chronicle's one command line: `chronicle <group> <command>` (declared in pyproject.toml `[project.scripts]`).
 
-One module per area: `node` (Cassandra nodes), `migrate`, `sample`, `slack`, `network`; `common` holds what
+One module per area: `node` (Cassandra nodes), `migrate`, `sample`, `slack`, `network`, `activity`; `common` holds what
 they share (exit codes, JSON output, error handling, progress bars). The files in runtime_scripts/ and
 cleaning_scripts/ are thin wrappers around these commands, kept for the names users and the seeds know.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from api.cli.activity import activity
 from api.cli.common import CONTEXT, EXIT_CODES_DOC
 from api.cli.migrate import migrate
 from api.cli.network import network
@@ -47,7 +48,7 @@ def chronicle() -> None:
     """
 
 
-for command in (node, migrate, sample, slack, network):
+for command in (node, migrate, sample, slack, network, activity):
     chronicle.add_command(command)
 
 

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from api.activity import dirty
 from api.db import Database
-from api.network import accounts, jobs, likes, posts, rankings, relations, search, timelines
+from api.network import accounts, activity_log, jobs, likes, posts, rankings, relations, search, timelines
 from api.network.common import heaviest, new_post_id, to_utc
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
@@ -53,6 +54,7 @@ def create_post(db: Database, network: str, author: Account, content: str, *,
                 author_username=author.username, content=content, language=language, country=country,
                 latitude=latitude, longitude=longitude)
     db.execute_many(posts.post_writes(network, post))
+    _mark_active(db, network, [(post.author_id, _us(post.posted_at))])
     buckets, grown = search.index_post(db, network, post)
     db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)]
                     + [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term)])
@@ -78,7 +80,25 @@ def delete_post(db: Database, network: str, post: Post) -> int:
     db.execute_many(search.delete_writes(network, post, buckets, search.top_states(db, network, buckets))
                     + jobs.job_writes(network, jobs.PURGE_LIKES, post.post_id))
     posts.delete_post_rows(db, network, post)
+    _mark_active(db, network, [(post.author_id, _us(post.posted_at))])
     return liked
+
+
+# -- activity days: what changed an account's day (the dirty worker rebuilds it) -----------------------------------
+def _us(when: datetime) -> int:
+    return int(to_utc(when).timestamp() * 1_000_000)
+
+
+def _mark_active(db: Database, network: str, touched: list[tuple[int, int]]) -> None:
+    archive = dirty.archive_name("network", network)
+    dirty.mark(db, [dirty.live(archive, str(account_id), at) for account_id, at in touched])
+
+
+def _logged(db: Database, network: str, action: str, actor: int, other: int, post_id: int = 0) -> None:
+    """One like/unlike/follow/unfollow that changed state: its two log rows, and both accounts' days marked."""
+    at = time.time_ns() // 1000
+    db.execute_many(activity_log.event_writes(network, action, actor, other, at, post_id))
+    _mark_active(db, network, [(actor, at), (other, at)])
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
@@ -89,15 +109,21 @@ def like(db: Database, network: str, post: Post, user_id: int) -> int:
     buckets_f = posts.start_term_buckets(db, network, post.post_id)
     liked_at = datetime.now(UTC)
     applied = likes.claim_like(db, network, post.post_id, user_id, liked_at)
-    return _publish_likes(db, network, post, buckets_f, likes.like_done_writes(network, post.post_id, user_id,
-                                                                              liked_at, applied))
+    count = _publish_likes(db, network, post, buckets_f, likes.like_done_writes(network, post.post_id, user_id,
+                                                                               liked_at, applied))
+    if applied:
+        _logged(db, network, "like", user_id, post.author_id, post.post_id)
+    return count
 
 
 def unlike(db: Database, network: str, post: Post, user_id: int) -> int:
     buckets_f = posts.start_term_buckets(db, network, post.post_id)
     applied = likes.claim_unlike(db, network, post.post_id, user_id)
-    return _publish_likes(db, network, post, buckets_f, likes.unlike_done_writes(network, post.post_id, user_id,
-                                                                                applied))
+    count = _publish_likes(db, network, post, buckets_f, likes.unlike_done_writes(network, post.post_id, user_id,
+                                                                                 applied))
+    if applied:
+        _logged(db, network, "unlike", user_id, post.author_id, post.post_id)
+    return count
 
 
 def _publish_likes(db: Database, network: str, post: Post, buckets_f=None,
@@ -136,6 +162,8 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     db.execute_many(relations.follow_writes(network, follower, followee)
                     + (accounts.count_writes(network, a, b, +1) if changed else [])
                     + [timelines.excluded_write(network, a, b, False)])
+    if changed:
+        _logged(db, network, "follow", a, b)
     # Read after the followee-side row is written: a promotion job that missed this follower in its follower
     # list has already put the followee in the celebrity set, so this read sees it and marks the follower.
     celebrity_f = accounts.start_is_celebrity(db, network, b)
@@ -162,6 +190,8 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
                     + [timelines.excluded_write(network, a, b, True)]
                     + list(relations.unmark_writes(network, [a], b)))
+    if changed:
+        _logged(db, network, "unfollow", a, b)
     celebrity_f = accounts.start_is_celebrity(db, network, b) if changed else None
     follower, followee = _with_fresh_counts(db, network, follower, followee)
     if celebrity_f is not None and followee.follower_count < ns.demote_below and accounts.is_celebrity_from(

@@ -4,7 +4,7 @@ posts of an author) and posts_by_id (one post, and the authoritative like count)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cassandra.cluster import ResponseFuture
 
@@ -53,6 +53,11 @@ POSTS_OF_MONTH = Statement(
 POSTS_OF_MONTH_BEFORE = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? AND (posted_at, post_id) < (?, ?) LIMIT ?")
+
+# Activity days: an author's posts in a time window of one month partition, oldest first.
+POSTS_BETWEEN = Statement(
+    "SELECT post_id, posted_at FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ? "
+    "AND posted_at >= ? AND posted_at < ?", name="SELECT posts_by_author (window)")
 
 # Q4's celebrity merge once the cache bounds the window: every followed celebrity's posts since a time, in one
 # request over (celebrity x month) partitions, instead of a month listing and a read per celebrity.
@@ -262,3 +267,20 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+def start_posts_between(db: Database, network: str, author_id: int, start: datetime, end: datetime
+                        ) -> list[ResponseFuture]:
+    """Reads of (post_id, posted_at) of an author's posts in [start, end): one per month partition touched."""
+    return [db.execute_async(POSTS_BETWEEN, (network, author_id, month, start, end))
+            for month in months_between(start, end)]
+
+
+def months_between(start: datetime, end: datetime) -> list[str]:
+    """The month buckets that overlap [start, end)."""
+    months, year, month = [], start.year, start.month
+    last = end - timedelta(microseconds=1)
+    while (year, month) <= (last.year, last.month):
+        months.append(f"{year:04d}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return months

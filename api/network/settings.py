@@ -11,11 +11,13 @@
 | CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
 | CHRONICLE_NETWORK_FANOUT_BATCH | 10 | cache rows per unlogged batch, grouped by replica (1: one write per row) |
 | CHRONICLE_NETWORK_PAGE_SIZE | 25 | posts on a home page and in a search answer |
+| CHRONICLE_NETWORK_TIME_ZONE | UTC | the IANA time zone the network's activity days are cut in |
 """
 
 from __future__ import annotations
 
 import dataclasses
+import zoneinfo
 
 from api.config import env
 
@@ -29,6 +31,7 @@ class NetworkSettings:
     fanout_concurrency: int = 256
     fanout_batch: int = 10
     page_size: int = 25
+    time_zone: str = "UTC"
 
     @property
     def hybrid(self) -> bool:
@@ -54,7 +57,17 @@ class NetworkSettings:
             fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),
             fanout_batch=int(env("CHRONICLE_NETWORK_FANOUT_BATCH", "10")),
             page_size=int(env("CHRONICLE_NETWORK_PAGE_SIZE", "25")),
+            time_zone=_zone(env("CHRONICLE_NETWORK_TIME_ZONE", "UTC")),
         )
+
+
+def _zone(name: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"CHRONICLE_NETWORK_TIME_ZONE: unknown time zone {name!r} (an IANA name, e.g. "
+                         "Europe/Berlin)") from None
+    return name
 
 
 _override: NetworkSettings | None = None

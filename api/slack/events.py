@@ -19,7 +19,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from api.config import Settings
 from api.db import Database
-from api.slack import channels, ingest, messages, users
+from api.slack import channels, ingest, users
 from api.slack.payloads import (
     CHANNEL_POLICY_EVENTS,
     BadEvent,
@@ -144,11 +144,11 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
             ingest.store_message(db, msg, write_ts=event.at, edited_ts=event.edited_ts, versions=event.versions,
                                  raw=raw)
         case MessageDeleted():
-            messages.mark_deleted(db, team, event.channel_id, event.ts, deleted_at=event.at,
-                                  thread_ts=event.thread_ts)
+            ingest.delete_message(db, team, event.channel_id, event.ts, at=event.at, thread_ts=event.thread_ts,
+                                  author=event.user)
         case Reaction():
-            messages.set_reaction(db, team, event.channel_id, event.ts, event.emoji, event.user,
-                                  added=event.added, at=event.at)
+            ingest.react(db, team, event.channel_id, event.ts, event.emoji, event.user, added=event.added,
+                         at=event.at, author=event.item_user)
         case ChannelCreated():
             ingest.update_channel(db, team, event.channel_id, event.at, name=event.name, visibility="public",
                                   created_ts=event.created_ts, creator=event.creator, raw=raw)

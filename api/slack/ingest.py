@@ -12,8 +12,9 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from api.activity import dirty
 from api.db import Database, Params, Statement
-from api.slack import channels, file_queue, messages, payloads, users
+from api.slack import activity_index, channels, file_queue, messages, payloads, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
@@ -22,23 +23,60 @@ from api.slack.payloads import HistoryMessage
 POST_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
 
 
+# (user, when, channel, message ts): someone acted, or was acted upon, on a message (activity days).
+Acted = tuple[str | None, int, str, int]
+Write = tuple[Statement, Params]
+
+# Activity index rows and dirty marks of messages whose rows are being written: noted as written by
+# `note_stored` (the caller's signal that every row of the message went out), so a failed round writes them
+# again on its retry.
+_pending_activity: dict[tuple, list[tuple[list, list]]] = {}
+_PENDING_MAX = 50_000
+
+
 def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
-                 versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None
-                 ) -> list[tuple[Statement, Params]]:
-    """Every row one message event writes: message row, day listing, thread index, text versions, and one work
-    queue item per file to fetch. Bulk loaders send many of these through one `execute_many`."""
+                 versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None,
+                 acted: Iterable[Acted] = (), live: bool = True) -> list[Write]:
+    """Every row one message event writes: message row, day listing, thread index, text versions, one work
+    queue item per file to fetch, and the author's activity (index row and dirty mark; `acted` adds others').
+    Bulk loaders send many of these through one `execute_many`, then call `note_stored`."""
+    author = {(msg.user, msg.ts, msg.channel_id, msg.ts), (msg.user, write_ts, msg.channel_id, msg.ts)}
+    activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live)
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
         *_first_post(db, msg),
+        *activity,
     ]
     if not messages.day_listed(db, msg):  # once per channel-day per process: the channel is in the index
         rows.append(channels.index_touch_write(msg.team_id, msg.channel_id))
+    if keys != ([], []):
+        if len(_pending_activity) > _PENDING_MAX:
+            _pending_activity.clear()
+        _pending_activity.setdefault((db.keyspace, msg.team_id, msg.channel_id, msg.ts), []).append(keys)
     return rows
 
 
-def _first_post(db: Database, msg: NewMessage) -> list[tuple[Statement, Params]]:
+def activity_writes(db: Database, team_id: str, acted: Iterable[Acted], *, live: bool = True
+                    ) -> tuple[list[Write], tuple[list, list]]:
+    """The activity index rows and dirty marks of `acted` (live: the hour's mark; history: the whole UTC day),
+    leaving out those this process already wrote; and the keys to pass to `note_activity` once written."""
+    acted = [a for a in dict.fromkeys(acted) if a[0] is not None]
+    index, index_keys = activity_index.touch_writes(
+        db, (activity_index.touch(team_id, user, at, channel_id, ts) for user, at, channel_id, ts in acted))
+    archive = dirty.archive_name("slack", team_id)
+    mark_of = dirty.live if live else dirty.whole_day
+    marks, mark_keys = dirty.mark_writes(db, (mark_of(archive, user, at) for user, at, _c, _t in acted))
+    return index + marks, (index_keys, mark_keys)
+
+
+def note_activity(keys: tuple[list, list]) -> None:
+    activity_index.note_written(keys[0])
+    dirty.note_marked(keys[1])
+
+
+def _first_post(db: Database, msg: NewMessage) -> list[Write]:
     if msg.user is None or msg.subtype not in POST_SUBTYPES:
         return []
     return users.first_post_writes(db, msg.team_id, msg.user, msg.channel_id, msg.ts)
@@ -49,9 +87,11 @@ def note_stored(db: Database, msg: NewMessage) -> None:
     messages.note_stored(db, msg)
     if msg.user is not None and msg.subtype in POST_SUBTYPES:
         users.note_first_post(db, msg.team_id, msg.user, msg.ts)
+    for keys in _pending_activity.pop((db.keyspace, msg.team_id, msg.channel_id, msg.ts), ()):
+        note_activity(keys)
 
 
-def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[tuple[Statement, Params]]:
+def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[Write]:
     """The rows of a message as history shows it at time `observed_at` (Web API backfill, export import): the
     same rows the live events of its life would have written, so every route converges on one row.
 
@@ -64,12 +104,16 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     if hm.tombstone:
         return messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))
     edited = hm.edited_ts
+    reacted_at = max(observed_at, edited or msg.ts)
+    reactors = {user for _emoji, user in hm.reactions or ()}
+    acted = [(user, reacted_at, msg.channel_id, msg.ts) for user in reactors]
+    if reactors:
+        acted.append((msg.user, reacted_at, msg.channel_id, msg.ts))
     rows = message_rows(db, msg, write_ts=edited or msg.ts, edited_ts=edited,
                         versions=((edited, msg.text),) if edited is not None and msg.text is not None else (),
-                        original=edited is None)
+                        original=edited is None, acted=acted, live=False)
     if hm.reactions:
-        rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions,
-                                             at=max(observed_at, edited or msg.ts)))
+        rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions, at=reacted_at))
     return rows
 
 
@@ -84,6 +128,25 @@ def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
     db.execute_many(message_rows(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw))
     note_stored(db, msg)
+
+
+def delete_message(db: Database, team_id: str, channel_id: str, ts: int, *, at: int, thread_ts: int | None,
+                   author: str | None) -> None:
+    """message_deleted: the deleted flag (and the reply's removal from its head), and the author's activity."""
+    activity, keys = activity_writes(db, team_id, [(author, at, channel_id, ts)])
+    db.execute_many(messages.mark_deleted_writes(team_id, channel_id, ts, deleted_at=at, thread_ts=thread_ts)
+                    + activity)
+    note_activity(keys)
+
+
+def react(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user: str, *, added: bool, at: int,
+          author: str | None) -> None:
+    """reaction_added / reaction_removed: one element of the message's reactions set at the event's time, and the
+    activity of the reactor and of the message's author."""
+    activity, keys = activity_writes(db, team_id, [(user, at, channel_id, ts), (author, at, channel_id, ts)])
+    db.execute_many([messages.reactions_write(team_id, channel_id, ts, [(emoji, user)], at=at, added=added)]
+                    + activity)
+    note_activity(keys)
 
 
 def update_channel(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,

@@ -120,6 +120,15 @@ SELECT_TEXT_DAY = Statement(
 SET_ANALYTICS = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET word_count = ?, mentions = ? "
     "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="ANALYTICS slack_messages")
+# Activity days (api/slack/activity.py): everything one day partition says about who did what when; the
+# reactions' write times are their event times (each element is written USING TIMESTAMP <reaction time>).
+SELECT_ACTIVITY = Statement(
+    "SELECT ts, user_id, subtype, bot_id, thread_ts, edited_ts, deleted, deleted_ts, files, word_count, reactions, "
+    "writetime(reactions) AS reaction_times FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="SELECT slack_messages (activity)")
+SELECT_VERSION_TIMES = Statement(
+    "SELECT version_ts FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? LIMIT 1000",
+    name="SELECT slack_message_versions (times)")
 SELECT_VERSIONS = Statement(
     "SELECT version_ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? "
     "LIMIT 1000")
@@ -282,30 +291,29 @@ def note_stored(db: Database, msg: NewMessage) -> None:
     _known_days[_day_key(db, msg)] = None
 
 
-def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int,
-                 thread_ts: int | None = None) -> None:
+def mark_deleted_writes(team_id: str, channel_id: str, ts: int, *, deleted_at: int, thread_ts: int | None = None
+                        ) -> list[Write]:
     """The deleted flag at the delete time; a reply (`thread_ts` known) also leaves its head's replies."""
     writes: list[Write] = [(MARK_DELETED, {**_key(team_id, channel_id, ts), "wt": deleted_at,
                                            "deleted_ts": deleted_at})]
     if thread_ts is not None and thread_ts != ts:
         writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=deleted_at))
-    db.execute_many(writes)
+    return writes
+
+
+def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int,
+                 thread_ts: int | None = None) -> None:
+    db.execute_many(mark_deleted_writes(team_id, channel_id, ts, deleted_at=deleted_at, thread_ts=thread_ts))
 
 
 def reply_removed_write(team_id: str, channel_id: str, thread_ts: int, ts: int, *, at: int) -> Write:
     return (REMOVE_REPLY_FROM_HEAD, (ts, at, team_id, channel_id, day_of(thread_ts), thread_ts))
 
 
-def set_reaction(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user: str, *,
-                 added: bool, at: int) -> None:
-    """One (emoji, user) element of the reactions set, added or removed at the event's time."""
-    stmt = ADD_REACTION if added else REMOVE_REACTION
-    db.execute(stmt, {**_key(team_id, channel_id, ts), "wt": at, "r": {(emoji, user)}})
-
-
 def reactions_write(team_id: str, channel_id: str, ts: int, elements: Iterable[tuple[str, str]], *, at: int,
                     added: bool = True) -> Write:
-    """Many (emoji, user) elements added (or removed) at one time: what history observed at `at`."""
+    """(emoji, user) elements added (or removed) at one time: a reaction event, or what history observed at
+    `at`."""
     return (ADD_REACTION if added else REMOVE_REACTION,
             {**_key(team_id, channel_id, ts), "wt": at, "r": set(elements)})
 
@@ -597,3 +605,13 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
     rows.sort(key=lambda r: r.ts)
     page = [m for m in map(Message.from_row, rows) if m is not None and m.shown(include_deleted)]
     return page, (ordered[-1][0] if more and ordered else None)
+
+
+def start_activity_day(db: Database, team_id: str, channel_id: str, day: int) -> Any:
+    """The rows of one channel-day partition as activity needs them (SELECT_ACTIVITY)."""
+    return db.execute_async(SELECT_ACTIVITY, (team_id, channel_id, day))
+
+
+def start_version_times(db: Database, team_id: str, channel_id: str, ts: int) -> Any:
+    """When each text version of a message became current (the original at its ts, each edit at its time)."""
+    return db.execute_async(SELECT_VERSION_TIMES, (team_id, channel_id, ts))

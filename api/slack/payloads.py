@@ -72,6 +72,7 @@ class MessageDeleted:
     ts: int
     at: int
     thread_ts: int | None = None  # the thread of a deleted reply, when the event's previous_message says it
+    user: str | None = None  # the deleted message's author, when previous_message says it (activity days)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Reaction:
     added: bool
     at: int
     channel_type: None = None  # reactions do not say what kind of channel they are in
+    item_user: str | None = None  # the reacted-to message's author (Slack's item_user), for activity days
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,8 +388,10 @@ def _message_content(r: _Reader, channel_id: str, channel_type: str | None) -> E
         ts = ts_to_us(deleted)
         at = ts_to_us(r.field(ev, "ts")) if isinstance(ev.get("ts"), str) else r.event_us()
         thread = previous.get("thread_ts") if isinstance(previous, dict) else None
+        author = previous.get("user") if isinstance(previous, dict) else None
         return MessageDeleted(channel_id=channel_id, channel_type=channel_type, ts=ts, at=max(at, ts),
-                              thread_ts=ts_to_us(thread) if isinstance(thread, str) else None)
+                              thread_ts=ts_to_us(thread) if isinstance(thread, str) else None,
+                              user=author if is_slack_id(author) else None)
     message = _new_message(r, channel_id, ev, "event")
     return MessagePosted(
         channel_id=channel_id, channel_type=channel_type, message=message,
@@ -454,8 +458,9 @@ def _reaction(r: _Reader) -> Event:
     except BadTimestamp as exc:
         return Unreadable(channel_id=channel_id, channel_type=None, reason=str(exc))
     added = ev["type"] == "reaction_added"
+    item_user = ev.get("item_user")
     return Reaction(channel_id=channel_id, ts=ts, emoji=emoji, user=user, added=added,
-                    at=at if added else clearing(at))
+                    at=at if added else clearing(at), item_user=item_user if is_slack_id(item_user) else None)
 
 
 # -- channels ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
@@ -49,6 +50,8 @@ SELECT_BUCKET = Statement(
     "SELECT user_id, name, real_name, display_name, tz, tz_offset, deleted, is_bot, is_app_user, first_seen, "
     "first_post_ts, first_post_channel FROM slack_users WHERE team_id = ? AND bucket = ?",
     name="SELECT slack_users (bucket)")
+SELECT_TZ = Statement("SELECT tz FROM slack_users WHERE team_id = ? AND bucket = ? AND user_id = ?",
+                      name="SELECT slack_users (time zone)")
 SELECT_PAGE = Statement(
     f"SELECT {_COLUMNS} FROM slack_users WHERE team_id = ? AND bucket = ? AND user_id > ? LIMIT ?",
     name="SELECT slack_users (page)")
@@ -171,6 +174,16 @@ def get(db: Database, team_id: str, user_id: str) -> dict[str, Any] | None:
     """One user with their first post; None when no profile is known."""
     row = db.execute(SELECT_USER, (team_id, bucket_of(user_id), user_id)).one()
     return _to_json(row) if row is not None else None
+
+
+def time_zones(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, str | None]:
+    """Each user's IANA time zone (None when the profile or its zone is unknown), read concurrently."""
+    futures = {u: db.execute_async(SELECT_TZ, (team_id, bucket_of(u), u)) for u in dict.fromkeys(user_ids)}
+    out: dict[str, str | None] = {}
+    for user_id, future in futures.items():
+        row = future.result().one()
+        out[user_id] = row.tz if row is not None else None
+    return out
 
 
 def every_user(db: Database, team_id: str) -> list[Any]:

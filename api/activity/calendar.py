@@ -1,0 +1,52 @@
+"""Local days: which UTC interval a local day covers in a time zone, and which local days an interval touches.
+
+Time zones are IANA names resolved by zoneinfo, so a day across a daylight-saving change is 23 or 25 hours long.
+An unknown or absent zone is UTC.
+"""
+
+from __future__ import annotations
+
+import functools
+import zoneinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
+
+US = 1_000_000
+
+
+@functools.lru_cache(maxsize=1024)
+def zone(name: str | None) -> tzinfo:
+    if not name:
+        return UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def zone_name(name: str | None) -> str:
+    """The name a day is recorded with: the zone's own name, or UTC when it does not resolve."""
+    found = zone(name)
+    return name if found is not UTC and name else "UTC"
+
+
+def day_start_us(day: date, tz: tzinfo) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=tz).timestamp() * US)
+
+
+def window(day: date, tz: tzinfo) -> tuple[int, int]:
+    """[start, end) of a local day in epoch µs."""
+    return day_start_us(day, tz), day_start_us(day + timedelta(days=1), tz)
+
+
+def local_day(at_us: int, tz: tzinfo) -> date:
+    return datetime.fromtimestamp(at_us / US, tz).date()
+
+
+def days_touching(start_us: int, end_us: int, tz: tzinfo) -> list[date]:
+    """The local days that overlap [start_us, end_us)."""
+    first, last = local_day(start_us, tz), local_day(max(start_us, end_us - 1), tz)
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def date_range(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]

@@ -1,0 +1,215 @@
+"""Activity days: build them from the archive, rebuild what changed, read them back. What the CLI, the worker
+and the HTTP routes call.
+
+An archive is `slack:<team_id>` or `network:<network>`; its source module (api/slack/activity.py,
+api/network/activity.py) says which accounts it has, their time zones, and their events in a time window.
+A build reads the events of a set of accounts and local days, cuts them into days in each account's zone, and
+writes every day whole, in one statement each, at the time its reads started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, timedelta
+from typing import Any
+
+from api.activity import calendar, dirty, store
+from api.activity import events as ev
+from api.db import Database
+from api.network import activity as network_activity
+from api.slack import activity as slack_activity
+
+SLICE_DAYS = 31  # a rebuild reads at most this many days of an account at a time
+CHUNK_ACCOUNTS = 500  # accounts per unit of a rebuild run (its progress is recorded per unit)
+
+
+class UnknownArchive(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Archive:
+    side: str  # "slack" | "network"
+    scope: str  # the team id or the network name
+
+    @property
+    def name(self) -> str:
+        return f"{self.side}:{self.scope}"
+
+    @classmethod
+    def parse(cls, name: str) -> Archive:
+        side, _, scope = name.partition(":")
+        if side not in ("slack", "network") or not scope:
+            raise UnknownArchive(f"unknown archive {name!r}: expected slack:<team_id> or network:<name>")
+        return cls(side, scope)
+
+    @classmethod
+    def slack(cls, team_id: str) -> Archive:
+        return cls("slack", team_id)
+
+    @classmethod
+    def network(cls, network: str) -> Archive:
+        return cls("network", network)
+
+    def time_zones(self, db: Database, accounts: Iterable[str]) -> dict[str, str]:
+        if self.side == "slack":
+            found = slack_activity.time_zones(db, self.scope, accounts)
+            return {a: calendar.zone_name(tz) for a, tz in found.items()}
+        zone = calendar.zone_name(network_activity.time_zone())
+        return {a: zone for a in accounts}
+
+    def all_accounts(self, db: Database) -> dict[str, str]:
+        """Every account of the archive with its zone name."""
+        if self.side == "slack":
+            return {a: calendar.zone_name(tz) for a, tz in slack_activity.all_accounts(db, self.scope).items()}
+        zone = calendar.zone_name(network_activity.time_zone())
+        return {a: zone for a in network_activity.all_accounts(db, self.scope)}
+
+    def collect(self, db: Database, windows: dict[str, tuple[int, int]]) -> dict[str, list[dict[str, Any]]]:
+        source = slack_activity if self.side == "slack" else network_activity
+        return source.collect(db, self.scope, windows)
+
+
+@dataclasses.dataclass
+class Built:
+    accounts: int = 0
+    days_written: int = 0  # rows written (or, in a dry run, that would be)
+    events: int = 0
+    raw_bytes: int = 0
+    stored_bytes: int = 0
+
+    def add(self, other: Built) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zones: dict[str, str], *,
+               keep_empty: Callable[[str, date], bool], dry_run: bool = False) -> Built:
+    """Build and write the days `wanted` ({account: local days}); a day without events is written (empty) only
+    where `keep_empty(account, day)` says a stored row must be overwritten."""
+    built_at = store.now_us()  # before the reads: a racing build that read later writes later and wins
+    windows = {}
+    for account, days in wanted.items():
+        tz = calendar.zone(zones.get(account))
+        windows[account] = (calendar.day_start_us(min(days), tz), calendar.day_start_us(max(days) + timedelta(1), tz))
+    found = archive.collect(db, windows)
+    writes = []
+    result = Built(accounts=len(wanted))
+    for account, days in wanted.items():
+        tz_name = zones.get(account) or "UTC"
+        tz = calendar.zone(tz_name)
+        by_day: dict[date, list[dict[str, Any]]] = {}
+        for event in found.get(account, ()):
+            by_day.setdefault(calendar.local_day(event["at"], tz), []).append(event)
+        for day in days:
+            day_events = ev.in_order(by_day.get(day, ()))
+            if not day_events and not keep_empty(account, day):
+                continue
+            write = store.day_write(archive.name, account, day, day_events, time_zone=tz_name, built_at_us=built_at)
+            writes.append(write)
+            result.days_written += 1
+            result.events += len(day_events)
+            result.stored_bytes += len(write[1][4])
+            result.raw_bytes += write[1][9]
+    if not dry_run:
+        db.execute_many(writes)
+    return result
+
+
+def rebuild_marks(db: Database, archive_name: str, marks: Sequence[dirty.Mark]) -> int:
+    """The dirty worker's rebuild: every local day the marks' hours touch, in each account's zone; written even
+    when empty (something changed there). Returns the days written."""
+    archive = Archive.parse(archive_name)
+    zones = archive.time_zones(db, {m.account for m in marks})
+    wanted: dict[str, set[date]] = {}
+    for mark in marks:
+        start, end = mark.span_us
+        wanted.setdefault(mark.account, set()).update(
+            calendar.days_touching(start, end, calendar.zone(zones.get(mark.account))))
+    total = 0
+    # One build per account-run of at most SLICE_DAYS days (a mark spans a day or two; history marks more).
+    for account, days in wanted.items():
+        ordered = sorted(days)
+        for i in range(0, len(ordered), SLICE_DAYS):
+            part = ordered[i:i + SLICE_DAYS]
+            total += build_days(db, archive, {account: part}, zones, keep_empty=lambda _a, _d: True).days_written
+    return total
+
+
+def run_id(archive: Archive, first: date, last: date, accounts: Sequence[str] | None) -> str:
+    what = f"{archive.name}|{first}|{last}|{','.join(sorted(accounts)) if accounts else '*'}"
+    return hashlib.sha256(what.encode()).hexdigest()[:24]
+
+
+@dataclasses.dataclass
+class RebuildPlan:
+    archive: Archive
+    first: date
+    last: date
+    accounts: list[str]
+    zones: dict[str, str]
+    run_id: str
+    units: list[tuple[int, list[date], list[str]]]  # (unit number, days, accounts)
+    finished: dict[int, int]
+
+
+def plan_rebuild(db: Database, archive: Archive, first: date, last: date, accounts: Sequence[str] | None = None,
+                 *, restart: bool = False, chunk_accounts: int = CHUNK_ACCOUNTS) -> RebuildPlan:
+    """The units of work of a rebuild run (SLICE_DAYS days x CHUNK_ACCOUNTS accounts each) and which of them a
+    previous run with the same arguments finished (none with `restart`)."""
+    if last < first:
+        raise ValueError(f"--to {last} is before --from {first}")
+    if accounts:
+        chosen = sorted(dict.fromkeys(accounts))
+        zones = archive.time_zones(db, chosen)
+    else:
+        zones = archive.all_accounts(db)
+        chosen = sorted(zones)
+    rid = run_id(archive, first, last, accounts)
+    days = calendar.date_range(first, last)
+    units = []
+    for s in range(0, len(days), SLICE_DAYS):
+        for c in range(0, len(chosen), chunk_accounts):
+            units.append((len(units), days[s:s + SLICE_DAYS], chosen[c:c + chunk_accounts]))
+    finished = {} if restart else store.finished_chunks(db, archive.name, rid)
+    return RebuildPlan(archive, first, last, chosen, zones, rid, units, finished)
+
+
+def run_unit(db: Database, plan: RebuildPlan, unit: tuple[int, list[date], list[str]], *, dry_run: bool = False
+             ) -> Built:
+    """Rebuild one unit: its accounts' days (overwriting stored days that are now empty), then record it done."""
+    number, days, accounts = unit
+    stored = {a: store.stored_days(db, plan.archive.name, a, days[0], days[-1]) for a in accounts}
+    built = build_days(db, plan.archive, {a: days for a in accounts}, plan.zones,
+                       keep_empty=lambda a, d: d in stored[a], dry_run=dry_run)
+    if not dry_run:
+        store.record_chunk(db, plan.archive.name, plan.run_id, number, len(accounts), built.days_written)
+    return built
+
+
+# -- reading ---------------------------------------------------------------------------------------------------
+
+def read(db: Database, archive: Archive, account: str, days: Sequence[date], *, contiguous: bool, summary: bool,
+         hidden_channels: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Every day asked for, in order, with its events (or, with `summary`, counts per kind); a day never built
+    or without events is empty. Events in `hidden_channels` (private channels the reader may not see) are left
+    out, counts included."""
+    stored = store.read_days(db, archive.name, account, days, contiguous=contiguous)
+    out = []
+    for day in sorted(set(days)):
+        found = stored.get(day)
+        day_events = found.events if found is not None and found.events is not None else []
+        if hidden_channels:
+            day_events = [e for e in day_events if e.get("channel") not in hidden_channels]
+        entry: dict[str, Any] = {"date": day.isoformat(), "event_count": len(day_events)}
+        if summary:
+            entry["counts"] = ev.counts_by_kind(day_events)
+        else:
+            entry["events"] = day_events
+        out.append(entry)
+    return out

@@ -1,0 +1,128 @@
+"""Stored activity days (activity_days) and the progress of rebuild runs (activity_rebuild_progress).
+
+A day is written whole, in one statement, and read back through `codec.decode`: the only way events leave
+the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from api.activity import codec, events
+from api.db import Database, Params, Statement
+
+TABLES = frozenset({"activity_days", "activity_rebuild_progress"})
+
+_DAY_COLUMNS = "day, events, codec, codec_params, format, event_count, raw_size, time_zone, built_at"
+
+PUT_DAY = Statement(
+    "INSERT INTO activity_days (archive, account, year, day, events, codec, codec_params, format, event_count, "
+    "raw_size, time_zone, built_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?")
+SELECT_RANGE = Statement(
+    f"SELECT {_DAY_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? "
+    "AND day >= ? AND day <= ?", name="SELECT activity_days (range)")
+SELECT_DATES = Statement(
+    f"SELECT {_DAY_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day IN ?",
+    name="SELECT activity_days (dates)")
+SELECT_STORED_DAYS = Statement(
+    "SELECT day FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day >= ? AND day <= ?",
+    name="SELECT activity_days (which days)")
+PUT_PROGRESS = Statement(
+    "INSERT INTO activity_rebuild_progress (archive, run_id, chunk, accounts, days_written, done_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)")
+SELECT_PROGRESS = Statement(
+    "SELECT chunk, accounts, days_written FROM activity_rebuild_progress WHERE archive = ? AND run_id = ?")
+
+MAX_DAYS = 31  # days one read may ask for
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredDay:
+    day: date
+    events: list[dict[str, Any]] | None  # None when only the summary was asked for
+    event_count: int
+    codec: int
+    raw_size: int
+    stored_size: int
+    time_zone: str | None
+    built_at: datetime | None
+    counts: dict[str, int]
+
+
+def day_write(archive: str, account: str, day: date, day_events: Sequence[dict[str, Any]], *, time_zone: str,
+              built_at_us: int, use: codec.Codec = codec.CURRENT) -> tuple[Statement, Params]:
+    """The one write of a whole day, at `built_at_us` (when the build's reads started)."""
+    blob = codec.encode(day_events, use)
+    params = {"layout": codec.COLUMNAR_LAYOUT} if use == codec.Codec.COLUMNAR else None
+    built = datetime.fromtimestamp(built_at_us / 1e6, UTC)
+    return (PUT_DAY, (archive, account, day.year, day, blob, int(use), params, events.FORMAT_VERSION,
+                      len(day_events), len(codec.to_json(day_events)), time_zone, built,
+                      built_at_us))
+
+
+def _years(days: Iterable[date]) -> dict[int, list[date]]:
+    by_year: dict[int, list[date]] = {}
+    for d in sorted(set(days)):
+        by_year.setdefault(d.year, []).append(d)
+    return by_year
+
+
+def read_days(db: Database, archive: str, account: str, days: Sequence[date], *, contiguous: bool,
+              with_events: bool = True) -> dict[date, StoredDay]:
+    """The stored days among `days` (at most MAX_DAYS): one read per local year touched (one or two). A range
+    (`contiguous`) reads a slice of the partition; a list of dates reads them by key."""
+    if len(set(days)) > MAX_DAYS:
+        raise ValueError(f"at most {MAX_DAYS} days per read")
+    futures = []
+    for year, wanted in _years(days).items():
+        if contiguous:
+            futures.append(db.execute_async(SELECT_RANGE, (archive, account, year, wanted[0], wanted[-1])))
+        else:
+            futures.append(db.execute_async(SELECT_DATES, (archive, account, year, wanted)))
+    out: dict[date, StoredDay] = {}
+    for future in futures:
+        for row in future.result():
+            day = _as_date(row.day)
+            decoded = codec.decode(row.events, row.codec)
+            if row.format is not None and row.format > events.FORMAT_VERSION:
+                raise codec.UnknownCodec(f"activity day {day} has event format {row.format}; this version reads "
+                                         f"up to {events.FORMAT_VERSION}")
+            out[day] = StoredDay(day=day, events=decoded if with_events else None, event_count=row.event_count or 0,
+                                 codec=row.codec, raw_size=row.raw_size or 0, stored_size=len(row.events or b""),
+                                 time_zone=row.time_zone, built_at=row.built_at,
+                                 counts=events.counts_by_kind(decoded))
+    return out
+
+
+def stored_days(db: Database, archive: str, account: str, first: date, last: date) -> set[date]:
+    """Which days of [first, last] have a stored row (a rebuild overwrites those that became empty)."""
+    found: set[date] = set()
+    futures = [db.execute_async(SELECT_STORED_DAYS, (archive, account, year, max(first, date(year, 1, 1)),
+                                                      min(last, date(year, 12, 31))))
+               for year in range(first.year, last.year + 1)]
+    for future in futures:
+        found.update(_as_date(row.day) for row in future.result())
+    return found
+
+
+def _as_date(value: Any) -> date:
+    return value if isinstance(value, date) else value.date()  # the driver's cassandra.util.Date
+
+
+# -- rebuild runs ----------------------------------------------------------------------------------------------
+
+def finished_chunks(db: Database, archive: str, run_id: str) -> dict[int, int]:
+    """chunk -> days written, for the chunks of a run already finished."""
+    return {row.chunk: row.days_written for row in db.execute(SELECT_PROGRESS, (archive, run_id))}
+
+
+def record_chunk(db: Database, archive: str, run_id: str, chunk: int, accounts: int, days_written: int) -> None:
+    db.execute(PUT_PROGRESS, (archive, run_id, chunk, accounts, days_written, datetime.now(UTC)))
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000

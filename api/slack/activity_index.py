@@ -1,0 +1,76 @@
+"""Where a Slack user's activity lives (slack_user_activity): for each UTC day, the slack_messages partitions
+(channel, message day) holding what the user did or had done to their messages that day.
+
+Rows are insert-only and idempotent; this process remembers the ones it wrote (after they were written), so a
+busy user in a busy channel costs one index write per channel and day, not one per message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date
+
+from cassandra.cluster import ResponseFuture
+
+from api.db import Database, Params, Statement
+from api.slack.timeutil import day_of
+
+TABLES = frozenset({"slack_user_activity"})
+
+PUT_TOUCH = Statement(
+    "INSERT INTO slack_user_activity (team_id, user_id, year, day, channel_id, msg_day) VALUES (?, ?, ?, ?, ?, ?)")
+SELECT_SOURCES = Statement(
+    "SELECT day, channel_id, msg_day FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ? "
+    "AND day >= ? AND day <= ?")
+
+# (team, user, UTC day, channel, message day)
+Touch = tuple[str, str, int, str, int]
+
+_written: dict[tuple, None] = {}
+_WRITTEN_MAX = 200_000
+
+
+def year_of_day(day: int) -> int:
+    """The UTC year of a day number (days since 1970-01-01)."""
+    return date.fromordinal(_EPOCH_ORDINAL + day).year
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+def touch(team_id: str, user_id: str, at: int, channel_id: str, msg_ts: int) -> Touch:
+    """`user_id` acted (or was acted upon) at `at` (µs) on the message `msg_ts` of `channel_id`."""
+    return (team_id, user_id, day_of(at), channel_id, day_of(msg_ts))
+
+
+def touch_writes(db: Database, touches: Iterable[Touch]) -> tuple[list[tuple[Statement, Params]], list[tuple]]:
+    """The index rows of `touches` this process has not written yet, and the keys to pass to `note_written`
+    once they are written."""
+    writes, keys = [], []
+    for t in dict.fromkeys(touches):
+        key = (db.keyspace, *t)
+        if key in _written:
+            continue
+        team_id, user_id, day, channel_id, msg_day = t
+        writes.append((PUT_TOUCH, (team_id, user_id, year_of_day(day), day, channel_id, msg_day)))
+        keys.append(key)
+    return writes, keys
+
+
+def note_written(keys: Iterable[tuple]) -> None:
+    if len(_written) > _WRITTEN_MAX:
+        _written.clear()
+    _written.update(dict.fromkeys(keys))
+
+
+def start_sources(db: Database, team_id: str, user_id: str, first_day: int, last_day: int) -> list[ResponseFuture]:
+    """Reads of the user's index rows for UTC days [first_day, last_day]: one per UTC year touched."""
+    futures = []
+    for year in range(year_of_day(first_day), year_of_day(last_day) + 1):
+        futures.append(db.execute_async(SELECT_SOURCES, (team_id, user_id, year, first_day, last_day)))
+    return futures
+
+
+def sources_from(futures: list[ResponseFuture]) -> set[tuple[str, int]]:
+    """The (channel, message day) partitions the index rows name."""
+    return {(row.channel_id, row.msg_day) for future in futures for row in future.result()}
