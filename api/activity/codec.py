@@ -396,7 +396,7 @@ def from_columnar_layout(data: bytes) -> list[dict[str, Any]]:
             values = json.loads(payload)
         else:
             raise UnknownCodec(f"unknown column type {kind}")
-        if name == "at" and presence is None and kind == DELTA:
+        if name == "at" and presence is None and kind in (DELTA, INT_DICTIONARY):  # the encoder's condition
             at_column = np.array(values, dtype=np.int64)
         if presence is not None:
             partial = True

@@ -40,6 +40,17 @@ def test_columnar_days_of_every_shape_come_back_equal():
         assert codec.decode(codec.encode(day), codec.Codec.COLUMNAR) == day
 
 
+def test_a_day_whose_event_times_repeat_reads_back():
+    # History stamps every reaction of a message with one time: `at` becomes a dictionary of few values, and
+    # `ts` is stored relative to it (found by bench/activity.py: such days could not be decoded).
+    day = [{"at": t, "kind": "reaction_received", "channel": "C1", "ts": t - 5, "emoji": "tada", "user": f"U{i}"}
+           for t in (1_000_000_123, 2_000_777_000, 3_500_000_001) for i in range(6)]
+    times = (1_000_000_123, 2_000_777_000, 3_500_000_001)
+    day += [{"at": t, "kind": "message", "channel": "C1", "ts": t} for t in times]
+    day = ev.in_order(day)
+    assert codec.decode(codec.encode(day), codec.Codec.COLUMNAR) == day
+
+
 def test_an_unknown_codec_or_layout_is_a_clear_error():
     with pytest.raises(codec.UnknownCodec, match=r"unknown activity codec 99 \(known: 0=JSON"):
         codec.decode(b"[]", 99)
