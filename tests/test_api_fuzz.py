@@ -79,7 +79,12 @@ def _run_schemathesis(base: str, token: str, tmp_path: Path) -> subprocess.Compl
 def test_every_operation_meets_its_document(served_api, token, tmp_path):
     run = _run_schemathesis(served_api, token, tmp_path)
     assert run.returncode == 0, run.stdout[-12000:] + run.stderr[-2000:]
-    assert "Tested: 30" in run.stdout, run.stdout[-3000:]  # every operation of the document was exercised
+    with urllib.request.urlopen(f"{served_api}/openapi.json", timeout=10) as response:
+        document = json.loads(response.read())
+    operations = sum(1 for item in document["paths"].values() for method in item
+                     if method in {"get", "put", "post", "delete", "patch"})
+    assert operations >= 30
+    assert f"Tested: {operations}" in run.stdout, run.stdout[-3000:]  # every operation of the document was exercised
 
 
 def test_gunicorn_refusals_are_json(served_api):

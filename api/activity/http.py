@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import date
 from typing import Any
 
 from flask import current_app
 from flask_smorest import Blueprint, abort
+from marshmallow import ValidationError
 
-from api.activity import calendar, codec, service
-from api.activity.schemas import ActivityArgs, ActivitySchema
+from api.activity import codec, service
+from api.activity.schemas import ActivityArgs, ActivitySchema, asked_days
 from api.activity.service import Archive
 from api.auth import require_workspace
 from api.db import get_db
@@ -40,16 +40,13 @@ def _errors(*codes: int):
     return deco
 
 
-def _days(args: dict[str, Any]) -> tuple[list[date], bool]:
-    if "dates" in args:
-        return sorted(set(args["dates"])), False
-    return calendar.date_range(args["from_"], args.get("to", args["from_"])), True
-
-
 def _answer(archive: Archive, account: str, args: dict[str, Any], hidden: frozenset[str] = frozenset()
             ) -> dict[str, Any]:
+    try:
+        days, contiguous = asked_days(args)
+    except ValidationError as exc:
+        abort(422, message="invalid parameters", errors={"query": exc.normalized_messages()})
     db = get_db()
-    days, contiguous = _days(args)
     zone = archive.time_zones(db, [account])[account]
     try:
         found = service.read(db, archive, account, days, contiguous=contiguous, summary=args["summary"],

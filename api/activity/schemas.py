@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, validate
 from webargs.fields import DelimitedList
 
+from api.activity import calendar
 from api.activity.store import MAX_DAYS
 
 FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2199, 12, 31)
@@ -23,24 +24,30 @@ class ActivityArgs(Schema):
     summary = fields.Boolean(load_default=False, metadata={
         "description": "per-day counts by event kind instead of the events"})
 
-    @validates_schema
-    def _one_form(self, data: dict[str, Any], **_kwargs: Any) -> None:
-        has_range, has_dates = "from_" in data or "to" in data, "dates" in data
-        if has_range == has_dates:
-            raise ValidationError("give either from (and to) or dates")
-        if has_dates:
-            if not data["dates"]:
-                raise ValidationError("dates: at least one day", "dates")
-            if len(set(data["dates"])) > MAX_DAYS:
-                raise ValidationError(f"dates: at most {MAX_DAYS} days", "dates")
-            return
-        if "from_" not in data:
-            raise ValidationError("from is required with to", "from")
-        first, last = data["from_"], data.get("to", data["from_"])
-        if last < first:
-            raise ValidationError("to is before from", "to")
-        if (last - first).days + 1 > MAX_DAYS:
-            raise ValidationError(f"from..to spans {(last - first).days + 1} days; at most {MAX_DAYS}", "to")
+
+
+def asked_days(args: dict[str, Any]) -> tuple[list[date], bool]:
+    """The days a request asks for, in order, and whether they form one range. Checked after the token (a request
+    without one gets 401 whatever its parameters), so it raises ValidationError rather than living in the schema.
+    """
+    has_range, has_dates = "from_" in args or "to" in args, "dates" in args
+    if has_range == has_dates:
+        raise ValidationError("give either from (and to) or dates")
+    if has_dates:
+        days = sorted(set(args["dates"]))
+        if not days:
+            raise ValidationError("dates: at least one day", "dates")
+        if len(days) > MAX_DAYS:
+            raise ValidationError(f"dates: at most {MAX_DAYS} days", "dates")
+        return days, False
+    if "from_" not in args:
+        raise ValidationError("from is required with to", "from")
+    first, last = args["from_"], args.get("to", args["from_"])
+    if last < first:
+        raise ValidationError("to is before from", "to")
+    if (last - first).days + 1 > MAX_DAYS:
+        raise ValidationError(f"from..to spans {(last - first).days + 1} days; at most {MAX_DAYS}", "to")
+    return calendar.date_range(first, last), True
 
 
 class ActivityDaySchema(Schema):

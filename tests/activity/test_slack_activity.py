@@ -150,6 +150,9 @@ def test_summary_and_dates_and_limits(client, db, quick_marks):
         r = _activity(client, team, "UBEN", **params)
         assert r.status_code == 422 and reason in str(r.json), (params, r.json)
     assert _activity(client, team, "UBEN", headers={}, **{"from": "2026-03-01"}).status_code == 401
+    # The token is checked before the form: without one, even a request mixing both forms is a 401.
+    assert _activity(client, team, "UBEN", headers={}, **{"from": "2026-03-01", "dates": "2026-03-01"}
+                     ).status_code == 401
     assert _activity(client, team, "U-BAD!", **{"from": "2026-03-01"}).status_code == 404
 
 
