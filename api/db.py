@@ -7,6 +7,7 @@ app) each create their own Cluster after the fork.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -23,7 +24,7 @@ from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     TokenAwarePolicy,
 )
-from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement, named_tuple_factory
 
 from api import metrics
 from api.config import Settings
@@ -72,6 +73,27 @@ def without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+@functools.lru_cache(maxsize=1024)
+def _row_type(colnames: tuple[str, ...]) -> type:
+    # The driver's own Row class for these columns (its naming rules), made once: its default factory builds
+    # a new namedtuple class for every result, which costs more than decoding a small result's rows.
+    return type(named_tuple_factory(list(colnames), [(None,) * len(colnames)])[0])
+
+
+def named_tuple_rows(colnames: Sequence[str], rows: Sequence[tuple]) -> list[Any]:
+    """The driver's named-tuple rows, with one class per column list and process."""
+    return list(map(_row_type(tuple(colnames))._make, rows))
+
+
+def was_applied(result: Any) -> bool:
+    """Whether a conditional (IF ...) statement applied: the `[applied]` column of its one row. (The driver's
+    ResultSet.was_applied refuses row factories other than its own.)"""
+    if not result.column_names or result.column_names[0] != "[applied]":
+        raise ValueError(f"not the result of a conditional statement (columns {result.column_names})")
+    row = result.one()
+    return row is not None and bool(row[0])
+
+
 class Database:
     """The process's Cluster, Session and prepared statements."""
 
@@ -91,6 +113,7 @@ class Database:
             load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
             consistency_level=s.read_consistency,
             request_timeout=s.request_timeout,
+            row_factory=named_tuple_rows,
         )
         return Cluster(
             s.contact_points,
@@ -173,7 +196,8 @@ class Database:
                                           timeout=self.settings.request_timeout)
 
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
-                     batch_size: int = 1, progress: Callable[[int], None] | None = None) -> int:
+                     batch_size: int = 1, partitions_per_batch: int = _BATCH_PARTITIONS,
+                     progress: Callable[[int], None] | None = None) -> int:
         """Run many (statement, params) pairs, `concurrency` requests (rows or batches) in flight; returns the
         number of rows written.
 
@@ -182,8 +206,10 @@ class Database:
         flight. `writes` may be a lazy iterator of any length: it is pulled in slices on the calling thread
         (preparing on the driver's I/O thread would deadlock). With `batch_size` > 1, writes of one statement
         whose partitions live on the same replica go out as unlogged batches of up to `batch_size` rows over
-        at most 10 partitions, so each batch is one local mutation per partition instead of a coordinator
-        fan-out (about three times cheaper per row for the driver and the node).
+        at most `partitions_per_batch` (10) partitions, so each batch is one local mutation per partition instead of
+        a coordinator fan-out (about three times cheaper per row for the driver and the node). With
+        `partitions_per_batch=1` a batch is one partition's rows: one mutation, applied whole, and exempt from
+        Cassandra's batch size thresholds (they apply to batches across partitions).
         `progress(n)` is called as rows complete. The first failure stops the sending and is raised (writes
         already sent may still land); every write Chronicle makes is idempotent, so running the same set
         again completes it.
@@ -196,7 +222,7 @@ class Database:
             chunk = list(itertools.islice(iterator, _MANY_SLICE))
             if not chunk:
                 return written
-            requests = self._many_requests(chunk, batch_size)
+            requests = self._many_requests(chunk, batch_size, partitions_per_batch)
             started = time.perf_counter()
             names = {id(stmt): stmt.name for stmt, _ in chunk}
             try:
@@ -243,8 +269,8 @@ class Database:
                 metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
         return len(writes)
 
-    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int
-                       ) -> list[tuple[Any, Any, int, Statement]]:
+    def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int,
+                       partitions_per_batch: int = _BATCH_PARTITIONS) -> list[tuple[Any, Any, int, Statement]]:
         """(request, params, rows, statement) for each write or batch of one slice of `execute_many`."""
         prepared = {id(stmt): self.prepared(stmt) for stmt, _ in chunk}
         if batch_size <= 1:
@@ -252,6 +278,7 @@ class Database:
         # Grouped by first replica (one local mutation per partition on it, not a coordinator fan-out), and
         # at most _BATCH_PARTITIONS partitions per batch (rows of one partition kept together): Cassandra warns
         # about unlogged batches across more partitions than that.
+        partitions_per_batch = max(1, min(partitions_per_batch, _BATCH_PARTITIONS))
         metadata = self.cluster.metadata
         single_host = len(metadata.all_hosts()) <= 1
         groups: dict[tuple[int, Any], list[tuple[bytes, Statement, Params, Any]]] = {}
@@ -281,7 +308,7 @@ class Database:
             part: list[tuple[bytes, Statement, Params, Any]] = []
             keys: set[bytes] = set()
             for row in rows:
-                if len(part) == batch_size or (row[0] not in keys and len(keys) == _BATCH_PARTITIONS):
+                if len(part) == batch_size or (row[0] not in keys and len(keys) == partitions_per_batch):
                     flush(part)
                     part, keys = [], set()
                 part.append(row)

@@ -39,7 +39,7 @@ from typing import Any
 from cassandra import ConsistencyLevel, WriteTimeout
 from cassandra.protocol import ErrorMessage
 
-from api.db import Database, Params, Statement
+from api.db import Database, Params, Statement, was_applied
 
 TABLES = frozenset({"work_items", "work_buckets", "work_groups", "work_checkpoints", "work_shards",
                     "work_workers"})
@@ -249,7 +249,7 @@ class _Consumer:
         then the lease row is read serially, and the answer is whoever it names (if that read fails too, the
         shard is treated as not held: a lease this worker may hold still expires on its own)."""
         try:
-            return bool(self.db.execute(statement, params).was_applied)
+            return was_applied(self.db.execute(statement, params))
         except (WriteTimeout, ErrorMessage) as exc:
             if not isinstance(exc, WriteTimeout) and getattr(exc, "code", None) != _CAS_WRITE_UNKNOWN:
                 raise

@@ -6,9 +6,12 @@ An unknown or absent zone is UTC.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import zoneinfo
+from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any
 
 US = 1_000_000
 
@@ -40,6 +43,21 @@ def window(day: date, tz: tzinfo) -> tuple[int, int]:
 
 def local_day(at_us: int, tz: tzinfo) -> date:
     return datetime.fromtimestamp(at_us / US, tz).date()
+
+
+def cut_into_days(events: Iterable[dict[str, Any]], days: Sequence[date], tz: tzinfo
+                  ) -> dict[date, list[dict[str, Any]]]:
+    """The events (each with `at`, epoch µs) by the local day of `days` they fall in (`days` ascending and
+    contiguous or not; an event outside them is dropped). One bisection per event over the days' starts."""
+    starts = [day_start_us(d, tz) for d in days]
+    ends = [day_start_us(d + timedelta(days=1), tz) for d in days]
+    out: dict[date, list[dict[str, Any]]] = {}
+    for event in events:
+        at = event["at"]
+        i = bisect.bisect_right(starts, at) - 1
+        if i >= 0 and at < ends[i]:
+            out.setdefault(days[i], []).append(event)
+    return out
 
 
 def days_touching(start_us: int, end_us: int, tz: tzinfo) -> list[date]:

@@ -5,18 +5,12 @@ good, so the codec can change without rewriting old days. `decode` is the one fu
 day back into events, used by the API and the scripts alike.
 
 `COLUMNAR` is Chronicle's own layout (version 1): the events are split into one column per field; integer
-columns are delta-encoded, divided by the deltas' greatest common divisor, packed at the narrowest width that
-holds them and byte-shuffled (all first bytes, then all second bytes, ...); string columns become a dictionary
-(first-appearance order) and narrow codes; a field missing from some events gets a presence column. The
-columns are then compressed with zstd. Layout, byte by byte:
-
-    b"CA" | layout:u8 | events:u32 | columns:u8 | per column: name-len:u8 name | type:u8 | present:u8 |
-    [presence: events bytes of 0/1] | payload-len:u32 payload
-
-    payload of type "i": first:i64 | gcd:i64 | width:u8 | shuffled deltas (events-1 values)
-    payload of type "s": dict-len:u32 dictionary (JSON list) | width:u8 | codes
-    payload of type "f": shuffled float64 values
-    payload of type "j": JSON list of the values (anything else)
+columns are delta-encoded (or taken relative to the event's time, or dictionary-coded: whichever is smallest),
+divided by the deltas' greatest common divisor, packed at the narrowest width that holds them and byte-shuffled
+(all first bytes, then all second bytes, ...); string columns become a dictionary (first-appearance order) and
+narrow codes; a field missing from some events gets a presence column. The layout is then compressed with zstd.
+The layout byte by byte: `columnar_layout`. It is built and read with the standard library's `array` and
+`itertools` (loops in C): a typical day holds tens of events, where numpy's per-call cost would dominate.
 """
 
 from __future__ import annotations
@@ -26,13 +20,16 @@ import enum
 import functools
 import gzip
 import json
+import math
 import operator
+import sys
 import threading
 from array import array
+from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate, compress, repeat
 from typing import Any
 
-import numpy as np
 import zstandard
 
 from api.activity.events import FIELDS, KIND_ORDER
@@ -50,8 +47,11 @@ class Codec(enum.IntEnum):
 
 CURRENT = Codec.COLUMNAR
 COLUMNAR_LAYOUT = 1
-SMALL_LAYOUT = 4096  # bytes of layout under which zstd runs at level 19
 ZSTD_LEVEL = 9  # on the columnar layout (bench/codecs.py: higher levels gain < 1% and cost 3x the time)
+SMALL_LAYOUT = 4096  # bytes of layout under which zstd runs at SMALL_LEVEL
+# Most days are small, and there zstd's own set-up dominates: on the days of bench/activity.py (600 bytes stored
+# on average) level 6 stores 3% more than level 19 at a tenth of the time (16 µs against 158 a day).
+SMALL_LEVEL = 6
 
 
 class UnknownCodec(ValueError):
@@ -78,8 +78,7 @@ def to_json(events: Sequence[dict[str, Any]]) -> bytes:
 def encode(events: Sequence[dict[str, Any]], codec: Codec = CURRENT) -> bytes:
     if codec == Codec.COLUMNAR:
         layout = columnar_layout(events)
-        # A small day costs microseconds at any level; level 19 takes the last bytes off the many quiet days.
-        return _zstd(19 if len(layout) < SMALL_LAYOUT else ZSTD_LEVEL)[0].compress(layout)
+        return _zstd(SMALL_LEVEL if len(layout) < SMALL_LAYOUT else ZSTD_LEVEL)[0].compress(layout)
     raw = to_json(events)
     if codec == Codec.JSON:
         return raw
@@ -114,15 +113,16 @@ def decode(blob: bytes, codec: int) -> list[dict[str, Any]]:
 
 # -- the columnar layout ---------------------------------------------------------------------------------------
 
-_CODE_WIDTHS = (("B", 1, 2**8), ("H", 2, 2**16), ("I", 4, 2**32))
 # Column types (low bits of the type byte; PRESENCE set when a presence column follows).
-DELTA, RELATIVE, DICTIONARY, DECIMAL, FLOAT, JSON_VALUES, INT_DICTIONARY, KNOWN_KINDS = 1, 2, 3, 4, 5, 6, 7, 8
+DELTA, RELATIVE, DICTIONARY, DECIMAL, FLOAT, JSON_VALUES, INT_DICTIONARY, KNOWN_KINDS, JOINED_DICTIONARY = range(1, 10)
 # Event kinds by their position in events.KIND_ORDER (append only): one byte each, no dictionary stored.
 _KIND_CODES = {kind: i for i, kind in enumerate(KIND_ORDER)}
 PRESENCE = 0x80
 
 
 def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -171,57 +171,75 @@ def _unshuffle(data: bytes, width: int) -> bytes:
     return bytes(out)
 
 
-_SIGNED = (np.int8, np.int16, np.int32, np.int64)
-_UNSIGNED = (np.uint8, np.uint16, np.uint32)
+# Signed array typecodes by width, with the range each holds; packed values are little-endian.
+_SIGNED = tuple((code, width, -(1 << (8 * width - 1)), (1 << (8 * width - 1)) - 1)
+                for code, width in (("b", 1), ("h", 2), ("i", 4), ("q", 8)))
+_SIGNED_BY_WIDTH = {width: code for code, width, _lo, _hi in _SIGNED}
+_UNSIGNED = (("B", 1, 2**8 - 1), ("H", 2, 2**16 - 1), ("I", 4, 2**32 - 1))
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
-def _narrowest_signed(values: np.ndarray) -> type:
-    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
-    return next(t for t in _SIGNED if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
-
-
-def _packed(values: np.ndarray) -> tuple[int, bytes]:
+def _packed(values: list[int]) -> tuple[int, bytes]:
     """(width, shuffled bytes) of signed integers at the narrowest width: all first bytes, then all second
     bytes...; the high bytes of small numbers line up as runs of zeros that zstd removes."""
-    narrow = values.astype(_narrowest_signed(values))
-    width = narrow.itemsize
-    return width, narrow.view(np.uint8).reshape(-1, width).T.tobytes()
+    lo, hi = (min(values), max(values)) if values else (0, 0)
+    code, width = next((c, w) for c, w, low, high in _SIGNED if low <= lo and hi <= high)
+    packed = array(code, values)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    return width, _shuffle(packed.tobytes(), width)
 
 
-def _unpacked(width: int, data: bytes) -> np.ndarray:
-    kind = next(t for t in _SIGNED if np.dtype(t).itemsize == width)
-    planes = np.frombuffer(data, dtype=np.uint8).reshape(width, -1)
-    return np.ascontiguousarray(planes.T).view(kind).ravel().astype(np.int64)
+def _unpacked(width: int, data: bytes) -> list[int]:
+    values = array(_SIGNED_BY_WIDTH[width], _unshuffle(data, width))
+    if _BIG_ENDIAN:
+        values.byteswap()
+    return values.tolist()
 
 
-def _int_payload(values: np.ndarray) -> bytes:
-    deltas = np.diff(values)
-    step = int(np.gcd.reduce(deltas)) if deltas.size else 0
-    step = step or 1
+def _int_payload(values: list[int]) -> bytes:
+    deltas = list(map(operator.sub, values[1:], values))
+    step = math.gcd(*deltas) or 1
     if step > 1:
-        deltas //= step
+        deltas = list(map(step.__rfloordiv__, deltas))
     width, packed = _packed(deltas)
-    return _varint(_zigzag(int(values[0]))) + _varint(step) + bytes((width,)) + packed
+    return _varint(_zigzag(values[0])) + _varint(step) + bytes((width,)) + packed
 
 
 def _ints_from(payload: bytes) -> list[int]:
     first, pos = _read_varint(payload, 0)
     step, pos = _read_varint(payload, pos)
     deltas = _unpacked(payload[pos], payload[pos + 1:])
-    out = np.empty(deltas.size + 1, dtype=np.int64)
-    out[0] = _unzigzag(first)
-    np.cumsum(deltas * step, out=out[1:])
-    out[1:] += out[0]
-    return out.tolist()
+    return list(accumulate(deltas if step == 1 else map(step.__mul__, deltas), initial=_unzigzag(first)))
 
 
-def _str_payload(values: list[str]) -> bytes:
-    distinct = list(dict.fromkeys(values))
+def _codes(values: list[str] | list[int], distinct: list) -> bytes:
     index = {v: i for i, v in enumerate(distinct)}
-    codes = list(map(index.__getitem__, values))
+    code, size = next((c, w) for c, w, high in _UNSIGNED if len(distinct) <= high)
+    codes = array(code, map(index.__getitem__, values))
+    if _BIG_ENDIAN:
+        codes.byteswap()
+    return bytes((size,)) + codes.tobytes()
+
+
+def _from_codes(data: bytes, table: list) -> list:
+    code = next(c for c, w, _ in _UNSIGNED if w == data[0])
+    codes = array(code, data[1:])
+    if _BIG_ENDIAN:
+        codes.byteswap()
+    return list(map(table.__getitem__, codes))
+
+
+def _str_payload(values: list[str]) -> tuple[int, bytes]:
+    """A dictionary of the distinct strings in first-appearance order, then one code per value; the strings
+    joined by NUL when none holds one (decoded by one split), else each with its length."""
+    distinct = list(dict.fromkeys(values))
+    codes = _codes(values, distinct)
+    if not any("\x00" in v for v in distinct):
+        joined = "\x00".join(distinct).encode()
+        return JOINED_DICTIONARY, _varint(len(distinct)) + _varint(len(joined)) + joined + codes
     words = b"".join(_varint(len(e)) + e for e in (w.encode() for w in distinct))
-    code, size = next((c, w) for c, w, limit in _CODE_WIDTHS if len(index) < limit)
-    return _varint(len(distinct)) + words + bytes((size,)) + array(code, codes).tobytes()
+    return DICTIONARY, _varint(len(distinct)) + words + codes
 
 
 def _strs_from(payload: bytes) -> list[str]:
@@ -231,9 +249,16 @@ def _strs_from(payload: bytes) -> list[str]:
         length, pos = _read_varint(payload, pos)
         words.append(payload[pos:pos + length].decode())
         pos += length
-    size = payload[pos]
-    code = next(c for c, s, _ in _CODE_WIDTHS if s == size)
-    return list(map(words.__getitem__, array(code, payload[pos + 1:])))
+    return _from_codes(payload[pos:], words)
+
+
+def _joined_strs_from(payload: bytes) -> list[str]:
+    count, pos = _read_varint(payload, 0)
+    length, pos = _read_varint(payload, pos)
+    words = payload[pos:pos + length].decode().split("\x00") if count else []
+    if len(words) != count:
+        raise UnknownCodec(f"a dictionary of {count} strings holds {len(words)}")
+    return _from_codes(payload[pos + length:], words)
 
 
 def _decimal_ints(values: list[str]) -> list[int] | None:
@@ -244,36 +269,39 @@ def _decimal_ints(values: list[str]) -> list[int] | None:
     return numbers if list(map(str, numbers)) == values else None
 
 
-def _int_column(values: list[int], at: np.ndarray | None) -> tuple[int, bytes]:
+def _int_column(values: list[int], at: list[int] | None) -> tuple[int, bytes]:
     """The smallest of: deltas from the previous value; offsets from the event's time (a message's ts is its
     event time, a reaction's an earlier message's: mostly zero or small); a dictionary of the distinct values
     (a celebrity's likes land on a few hundred posts)."""
-    column = np.array(values, dtype=np.int64)
-    found = [(DELTA, _int_payload(column))]
-    if at is not None:
-        width, packed = _packed(column - at)
+    found = [(DELTA, _int_payload(values))]
+    if at is not None:  # both within 62 bits: the offsets fit 64
+        width, packed = _packed(list(map(operator.sub, values, at)))
         found.append((RELATIVE, bytes((width,)) + packed))
-    distinct, codes = np.unique(column, return_inverse=True)
-    if distinct.size * 4 <= column.size:
-        table = _int_payload(distinct)
-        kind = next(t for t in _UNSIGNED if distinct.size <= np.iinfo(t).max)
-        found.append((INT_DICTIONARY, _varint(len(table)) + table + bytes((np.dtype(kind).itemsize,))
-                      + codes.astype(kind).tobytes()))
+    distinct = set(values)
+    if len(distinct) * 4 <= len(values):
+        ordered = sorted(distinct)
+        table = _int_payload(ordered)
+        found.append((INT_DICTIONARY, _varint(len(table)) + table + _codes(values, ordered)))
     return min(found, key=lambda kind_payload: len(kind_payload[1]))
 
 
-def _column(name: str, values: list[Any], at: np.ndarray | None) -> tuple[int, bytes]:
+def _is_int_column(values: list[Any]) -> bool:
+    """Integers of at most 62 bits (so that differences fit 64), no bool."""
+    return set(map(type, values)) == {int} and min(values) > -2**62 and max(values) < 2**62
+
+
+def _column(name: str, values: list[Any], at: list[int] | None) -> tuple[int, bytes]:
     """(type, payload) of one column's present values; `at` holds the event times at the same positions."""
-    types = set(map(type, values))  # map/set/min/max run in C: these loops decide the codec's speed
-    if types == {int} and min(values) > -2**62 and max(values) < 2**62:
+    if _is_int_column(values):
         return _int_column(values, at)
+    types = set(map(type, values))  # map/set/min/max run in C: these loops decide the codec's speed
     if types == {str}:
         if name == "kind" and set(values) <= _KIND_CODES.keys():
             return KNOWN_KINDS, bytes(map(_KIND_CODES.__getitem__, values))
         numbers = _decimal_ints(values)
         if numbers is not None:
-            return DECIMAL, _int_payload(np.array(numbers, dtype=np.int64))
-        return DICTIONARY, _str_payload(values)
+            return DECIMAL, _int_payload(numbers)
+        return _str_payload(values)
     if types == {float}:
         return FLOAT, _shuffle(array("d", values).tobytes(), 8)
     return JSON_VALUES, json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode()
@@ -289,7 +317,9 @@ def columnar_layout(events: Sequence[dict[str, Any]]) -> bytes:
         DELTA:      first:zigzag varint | gcd:varint | width:u8 | shuffled (deltas / gcd)
         RELATIVE:   width:u8 | shuffled (value - the event's `at`)
         DICTIONARY: count:varint | each distinct string (first-appearance order): len:varint utf8 | width:u8 |
-                    codes
+                    codes (u8/u16/u32 little-endian)
+        JOINED_DICTIONARY: count:varint | joined-len:varint | the distinct strings joined by NUL (written when
+                    none holds a NUL) | width:u8 | codes
         KNOWN_KINDS: one byte per event: the kind's index in events.KIND_ORDER
         INT_DICTIONARY: table-len:varint | the distinct values as a DELTA payload | width:u8 | codes
         DECIMAL:    decimal-string numbers as a DELTA payload
@@ -307,13 +337,13 @@ def columnar_layout(events: Sequence[dict[str, Any]]) -> bytes:
             columns = None
     if columns is None:
         names = set().union(*events)
-        columns = {name: [e.get(name) for e in events] for name in names}
+        columns = {name: list(map(dict.get, events, repeat(name))) for name in names}
     ordered = [f for f in FIELDS if f in columns] + [f for f in first if f not in FIELDS] + sorted(
         set(columns).difference(FIELDS, first))
     at_values = columns.get("at")
-    at_column = None
-    if at_values is not None and not at_values.count(None) and set(map(type, at_values)) == {int}:
-        at_column = np.array(at_values, dtype=np.int64)
+    at_column = None  # the event times, when stored as integers (the decoder's condition: see there)
+    if at_values is not None and _is_int_column(at_values):
+        at_column = at_values
     parts = [b""]
     written = 0
     for name in ordered:
@@ -321,11 +351,11 @@ def columnar_layout(events: Sequence[dict[str, Any]]) -> bytes:
         missing = column.count(None)
         if missing == len(column):
             continue
-        present = None if not missing else bytes(v is not None for v in column)
-        values = column if not missing else [v for v in column if v is not None]
+        present = None if not missing else bytes(map(operator.is_not, column, repeat(None)))
+        values = column if not missing else list(compress(column, present))
         at = None
         if at_column is not None and name != "at":
-            at = at_column if present is None else at_column[np.frombuffer(present, dtype=np.bool_)]
+            at = at_column if present is None else list(compress(at_column, present))
         kind, payload = _column(name, values, at)
         if name in _FIELD_IDS:
             head = bytes((_FIELD_IDS[name],))
@@ -349,10 +379,10 @@ def from_columnar_layout(data: bytes) -> list[dict[str, Any]]:
         raise UnknownCodec(f"not a columnar activity day of layout {COLUMNAR_LAYOUT} (starts {data[:3]!r})")
     n, pos = _read_varint(data, 3)
     n_columns, pos = _read_varint(data, pos)
-    names: list[str] = []
-    columns: list[list[Any]] = []
-    partial = False
-    at_column: np.ndarray | None = None
+    full_names: list[str] = []
+    full_columns: list[list[Any]] = []
+    partial_columns: list[tuple[str, bytes, list[Any]]] = []  # (name, presence, the present values)
+    at_column: list[int] | None = None
     for _ in range(n_columns):
         field = data[pos]
         pos += 1
@@ -363,7 +393,6 @@ def from_columnar_layout(data: bytes) -> list[dict[str, Any]]:
         else:
             length, pos = _read_varint(data, pos)
             name, pos = data[pos:pos + length].decode(), pos + length
-        names.append(name)
         kind, has_presence = data[pos] & 0x7F, data[pos] & PRESENCE
         pos += 1
         presence = None
@@ -378,18 +407,17 @@ def from_columnar_layout(data: bytes) -> list[dict[str, Any]]:
         elif kind == RELATIVE:
             if at_column is None:
                 raise UnknownCodec("a relative column without event times")
-            at = at_column if presence is None else at_column[np.frombuffer(presence, dtype=np.bool_)]
-            values = (_unpacked(payload[0], payload[1:]) + at).tolist()
+            at = at_column if presence is None else list(compress(at_column, presence))
+            values = list(map(operator.add, _unpacked(payload[0], payload[1:]), at))
+        elif kind == JOINED_DICTIONARY:
+            values = _joined_strs_from(payload)
         elif kind == DICTIONARY:
             values = _strs_from(payload)
         elif kind == KNOWN_KINDS:
             values = list(map(KIND_ORDER.__getitem__, payload))
         elif kind == INT_DICTIONARY:
             length, start = _read_varint(payload, 0)
-            table = _ints_from(payload[start:start + length])
-            size = payload[start + length]
-            code = next(c for c, w, _ in _CODE_WIDTHS if w == size)
-            values = list(map(table.__getitem__, array(code, payload[start + length + 1:])))
+            values = _from_codes(payload[start + length:], _ints_from(payload[start:start + length]))
         elif kind == FLOAT:
             values = array("d", _unshuffle(payload, 8)).tolist()
         elif kind == JSON_VALUES:
@@ -397,17 +425,17 @@ def from_columnar_layout(data: bytes) -> list[dict[str, Any]]:
         else:
             raise UnknownCodec(f"unknown column type {kind}")
         if name == "at" and presence is None and kind in (DELTA, INT_DICTIONARY):  # the encoder's condition
-            at_column = np.array(values, dtype=np.int64)
-        if presence is not None:
-            partial = True
-            it = iter(values)
-            values = [next(it) if p else None for p in presence]
-        columns.append(values)
-    if not columns:
-        return [{} for _ in range(n)]
-    if not partial:
-        return list(map(_row_builder(tuple(names)), *columns))
-    return [{k: v for k, v in zip(names, row, strict=True) if v is not None} for row in zip(*columns, strict=True)]
+            at_column = values
+        if presence is None:
+            full_names.append(name)
+            full_columns.append(values)
+        else:
+            partial_columns.append((name, presence, values))
+    rows = list(map(_row_builder(tuple(full_names)), *full_columns)) if full_columns else [{} for _ in range(n)]
+    for name, presence, values in partial_columns:
+        # rows[i][name] = value for each present i, all in C (compress picks the rows, setitem sets).
+        deque(map(operator.setitem, compress(rows, presence), repeat(name), values), maxlen=0)
+    return rows
 
 
 @functools.lru_cache(maxsize=64)

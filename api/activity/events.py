@@ -24,6 +24,8 @@ a version it does not know.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -64,9 +66,22 @@ def _order(e: dict[str, Any]) -> tuple:
             e.get("post", 0))
 
 
+_AT_KIND = operator.itemgetter("at", "kind")
+
+
 def in_order(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Time order, ties broken by the other fields: the same events always give the same day (and bytes)."""
-    return sorted(events, key=_order)
+    ordered = sorted(events, key=_AT_KIND)  # in C; the full key only where events share time and kind
+    keys = list(map(_AT_KIND, ordered))
+    if not any(map(operator.eq, keys, keys[1:])):
+        return ordered
+    out: list[dict[str, Any]] = []
+    for _key, group in itertools.groupby(ordered, key=_AT_KIND):
+        tied = list(group)
+        if len(tied) > 1:
+            tied.sort(key=_order)
+        out += tied
+    return out
 
 
 def counts_by_kind(events: Iterable[dict[str, Any]]) -> dict[str, int]:

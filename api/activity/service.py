@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import multiprocessing
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
 from typing import Any
 
 from api.activity import calendar, dirty, store
 from api.activity import events as ev
+from api.config import Settings
 from api.db import Database
 from api.network import activity as network_activity
 from api.slack import activity as slack_activity
@@ -102,10 +104,7 @@ def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zo
     result = Built(accounts=len(wanted))
     for account, days in wanted.items():
         tz_name = zones.get(account) or "UTC"
-        tz = calendar.zone(tz_name)
-        by_day: dict[date, list[dict[str, Any]]] = {}
-        for event in found.get(account, ()):
-            by_day.setdefault(calendar.local_day(event["at"], tz), []).append(event)
+        by_day = calendar.cut_into_days(found.get(account, ()), days, calendar.zone(tz_name))
         for day in days:
             day_events = ev.in_order(by_day.get(day, ()))
             if not day_events and not keep_empty(account, day):
@@ -117,7 +116,8 @@ def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zo
             result.stored_bytes += len(write[1][4])
             result.raw_bytes += write[1][9]
     if not dry_run:
-        db.execute_many(writes)
+        # One batch per account-year partition: one mutation for up to SLICE_DAYS days, each row still whole.
+        db.execute_many(writes, batch_size=SLICE_DAYS, partitions_per_batch=1)
     return result
 
 
@@ -184,12 +184,42 @@ def run_unit(db: Database, plan: RebuildPlan, unit: tuple[int, list[date], list[
              ) -> Built:
     """Rebuild one unit: its accounts' days (overwriting stored days that are now empty), then record it done."""
     number, days, accounts = unit
-    stored = {a: store.stored_days(db, plan.archive.name, a, days[0], days[-1]) for a in accounts}
+    stored = store.stored_days_of(db, plan.archive.name, accounts, days[0], days[-1])
     built = build_days(db, plan.archive, {a: days for a in accounts}, plan.zones,
                        keep_empty=lambda a, d: d in stored[a], dry_run=dry_run)
     if not dry_run:
         store.record_chunk(db, plan.archive.name, plan.run_id, number, len(accounts), built.days_written)
     return built
+
+
+def run_units(db: Database, plan: RebuildPlan, units: Sequence[tuple[int, list[date], list[str]]], *, jobs: int = 1,
+              dry_run: bool = False, done: Callable[[tuple[int, list[date], list[str]], Built], None]) -> None:
+    """Run `units` of `plan`, calling `done(unit, built)` as each finishes. With `jobs` > 1 they run in that many
+    spawned processes (each with its own Cluster: the driver does not survive a fork); a unit records its own
+    progress, so a run killed midway resumes the same way whatever `jobs` was."""
+    jobs = max(1, min(jobs, len(units)))
+    if jobs == 1:
+        for unit in units:
+            done(unit, run_unit(db, plan, unit, dry_run=dry_run))
+        return
+    by_number = {unit[0]: unit for unit in units}
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(jobs, initializer=_start_job, initargs=(db.settings, db.keyspace, plan, dry_run)) as pool:
+        for number, built in pool.imap_unordered(_run_job, list(by_number)):
+            done(by_number[number], built)
+
+
+_job: dict[str, Any] = {}  # in a rebuild job process: its Database, the plan, dry_run
+
+
+def _start_job(settings: Settings, keyspace: str, plan: RebuildPlan, dry_run: bool) -> None:
+    _job.update(db=Database(settings, keyspace=keyspace), plan=plan, dry_run=dry_run)
+
+
+def _run_job(number: int) -> tuple[int, Built]:
+    plan = _job["plan"]
+    unit = plan.units[number]
+    return number, run_unit(_job["db"], plan, unit, dry_run=_job["dry_run"])
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -203,7 +233,7 @@ def read(db: Database, archive: Archive, account: str, days: Sequence[date], *, 
     out = []
     for day in sorted(set(days)):
         found = stored.get(day)
-        day_events = found.events if found is not None and found.events is not None else []
+        day_events = found.events if found is not None else []
         if hidden_channels:
             day_events = [e for e in day_events if e.get("channel") not in hidden_channels]
         entry: dict[str, Any] = {"date": day.isoformat(), "event_count": len(day_events)}

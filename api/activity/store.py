@@ -43,14 +43,13 @@ MAX_DAYS = 31  # days one read may ask for
 @dataclasses.dataclass(frozen=True)
 class StoredDay:
     day: date
-    events: list[dict[str, Any]] | None  # None when only the summary was asked for
+    events: list[dict[str, Any]]
     event_count: int
     codec: int
     raw_size: int
     stored_size: int
     time_zone: str | None
     built_at: datetime | None
-    counts: dict[str, int]
 
 
 def day_write(archive: str, account: str, day: date, day_events: Sequence[dict[str, Any]], *, time_zone: str,
@@ -71,10 +70,10 @@ def _years(days: Iterable[date]) -> dict[int, list[date]]:
     return by_year
 
 
-def read_days(db: Database, archive: str, account: str, days: Sequence[date], *, contiguous: bool,
-              with_events: bool = True) -> dict[date, StoredDay]:
-    """The stored days among `days` (at most MAX_DAYS): one read per local year touched (one or two). A range
-    (`contiguous`) reads a slice of the partition; a list of dates reads them by key."""
+def read_days(db: Database, archive: str, account: str, days: Sequence[date], *, contiguous: bool
+              ) -> dict[date, StoredDay]:
+    """The stored days among `days` (at most MAX_DAYS), decoded: one read per local year touched (one or two).
+    A range (`contiguous`) reads a slice of the partition; a list of dates reads them by key."""
     if len(set(days)) > MAX_DAYS:
         raise ValueError(f"at most {MAX_DAYS} days per read")
     futures = []
@@ -87,25 +86,25 @@ def read_days(db: Database, archive: str, account: str, days: Sequence[date], *,
     for future in futures:
         for row in future.result():
             day = _as_date(row.day)
-            decoded = codec.decode(row.events, row.codec)
             if row.format is not None and row.format > events.FORMAT_VERSION:
                 raise codec.UnknownCodec(f"activity day {day} has event format {row.format}; this version reads "
                                          f"up to {events.FORMAT_VERSION}")
-            out[day] = StoredDay(day=day, events=decoded if with_events else None, event_count=row.event_count or 0,
+            out[day] = StoredDay(day=day, events=codec.decode(row.events, row.codec), event_count=row.event_count or 0,
                                  codec=row.codec, raw_size=row.raw_size or 0, stored_size=len(row.events or b""),
-                                 time_zone=row.time_zone, built_at=row.built_at,
-                                 counts=events.counts_by_kind(decoded))
+                                 time_zone=row.time_zone, built_at=row.built_at)
     return out
 
 
-def stored_days(db: Database, archive: str, account: str, first: date, last: date) -> set[date]:
-    """Which days of [first, last] have a stored row (a rebuild overwrites those that became empty)."""
-    found: set[date] = set()
-    futures = [db.execute_async(SELECT_STORED_DAYS, (archive, account, year, max(first, date(year, 1, 1)),
-                                                      min(last, date(year, 12, 31))))
-               for year in range(first.year, last.year + 1)]
-    for future in futures:
-        found.update(_as_date(row.day) for row in future.result())
+def stored_days_of(db: Database, archive: str, accounts: Sequence[str], first: date, last: date
+                   ) -> dict[str, set[date]]:
+    """Which days of [first, last] have a stored row, per account (a rebuild overwrites those that became
+    empty): every read in flight at once."""
+    futures = [(account, db.execute_async(SELECT_STORED_DAYS, (archive, account, year, max(first, date(year, 1, 1)),
+                                                                min(last, date(year, 12, 31)))))
+               for account in accounts for year in range(first.year, last.year + 1)]
+    found: dict[str, set[date]] = {account: set() for account in accounts}
+    for account, future in futures:
+        found[account].update(_as_date(row.day) for row in future.result())
     return found
 
 

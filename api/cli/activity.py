@@ -3,6 +3,7 @@ worker, print days."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from datetime import date
@@ -56,9 +57,11 @@ def _date(value: str, what: str) -> date:
 @click.option("--dry-run", is_flag=True, help="Read and encode everything, write nothing; print what would be "
                                               "written.")
 @click.option("--restart", is_flag=True, help="Ignore the progress of an earlier run with the same arguments.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=os.cpu_count() or 1, show_default="the CPUs",
+              help="Processes rebuilding units side by side.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def rebuild(team: str | None, network: str | None, first: str, last: str, accounts: str | None, dry_run: bool,
-            restart: bool, quiet: bool) -> None:
+            restart: bool, jobs: int, quiet: bool) -> None:
     """Rebuild the days [--from, --to] of every account (or --accounts) from the archive tables, each day
     overwritten in one write. Resumable: a run killed midway, started again with the same arguments, skips the
     units (31 days x 500 accounts) it finished. Prints a JSON summary."""
@@ -77,13 +80,19 @@ def rebuild(team: str | None, network: str | None, first: str, last: str, accoun
         skipped = 0
         with progress_bars(not quiet) as bar:
             advance = bar("account-days", len(plan.accounts) * ((hi - lo).days + 1))
+            pending = []
             for unit in plan.units:
-                number, days, unit_accounts = unit
-                if number in plan.finished:
+                if unit[0] in plan.finished:
                     skipped += 1
+                    advance(len(unit[1]) * len(unit[2]))
                 else:
-                    total.add(service.run_unit(db, plan, unit, dry_run=dry_run))
-                advance(len(days) * len(unit_accounts))
+                    pending.append(unit)
+
+            def finished(unit: tuple[int, list[date], list[str]], built: service.Built) -> None:
+                total.add(built)
+                advance(len(unit[1]) * len(unit[2]))
+
+            service.run_units(db, plan, pending, jobs=jobs, dry_run=dry_run, done=finished)
     summary: dict[str, Any] = {"archive": archive.name, "from": lo.isoformat(), "to": hi.isoformat(),
                                "run_id": plan.run_id, "dry_run": dry_run, "units": len(plan.units),
                                "units_skipped": skipped, **total.as_dict(),

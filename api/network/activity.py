@@ -1,5 +1,5 @@
 """An account's activity days in a follower network, read from the archive (cross-table: posts, the activity
-log, account counts). Called by the activity builder (api/activity/build.py).
+log, account counts). Called by the activity builder (api/activity/service.py).
 
 Events: the account's posts (posts_by_author, at their time; a deleted post is gone from the archive and from
 its day at the next rebuild), and its likes and follows in both directions (network_activity_log). Days are cut

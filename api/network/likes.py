@@ -16,7 +16,7 @@ from cassandra import ConsistencyLevel
 from cassandra.query import UNSET_VALUE
 
 from api import partitions
-from api.db import Database, Params, Statement
+from api.db import Database, Params, Statement, was_applied
 
 TABLES = frozenset({"likes_by_post", "likes_by_user", "post_like_counts"})
 
@@ -51,7 +51,7 @@ def like_writes(network: str, post_id: int, user_id: int, liked_at: datetime | N
 def claim_like(db: Database, network: str, post_id: int, user_id: int, liked_at: datetime) -> bool:
     """The liker's own likes_by_user row, by lightweight transaction: True when this call created the like
     (only then may the caller move the counter). `like_done_writes` completes it."""
-    return bool(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)).was_applied)
+    return was_applied(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)))
 
 
 def like_done_writes(network: str, post_id: int, user_id: int, liked_at: datetime, applied: bool
@@ -66,7 +66,7 @@ def like_done_writes(network: str, post_id: int, user_id: int, liked_at: datetim
 
 def claim_unlike(db: Database, network: str, post_id: int, user_id: int) -> bool:
     """Delete the liker's own likes_by_user row by lightweight transaction: True when this call removed it."""
-    return bool(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)).was_applied)
+    return was_applied(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)))
 
 
 def unlike_done_writes(network: str, post_id: int, user_id: int, applied: bool) -> list[tuple[Statement, Params]]:

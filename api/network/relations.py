@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from cassandra import ConsistencyLevel
 
 from api import partitions
-from api.db import Database, Params, Statement
+from api.db import Database, Params, Statement, was_applied
 from api.network.values import Account
 
 TABLES = frozenset({"follower_relations_by_account", "followed_celebrities"})
@@ -64,8 +64,8 @@ def relation_write(network: str, account_id: int, rel_type: str, target_id: int,
 def claim_follow(db: Database, network: str, follower: Account, followee: Account) -> bool:
     """The follower's own `follows` row, by lightweight transaction: True when this call created the relation
     (only then may the caller move the counts). `follow_writes` completes it."""
-    return bool(db.execute(FOLLOW_IF_NEW, (network, follower.account_id, followee.account_id,
-                                           followee.username)).was_applied)
+    return was_applied(db.execute(FOLLOW_IF_NEW, (network, follower.account_id, followee.account_id,
+                                                  followee.username)))
 
 
 def follow_writes(network: str, follower: Account, followee: Account) -> list[tuple[Statement, Params]]:
@@ -77,7 +77,7 @@ def follow_writes(network: str, follower: Account, followee: Account) -> list[tu
 def claim_unfollow(db: Database, network: str, follower_id: int, followee_id: int) -> bool:
     """Delete the follower's own `follows` row by lightweight transaction: True when this call ended the
     relation. `unfollow_writes` completes it."""
-    return bool(db.execute(UNFOLLOW_IF_EXISTS, (network, follower_id, followee_id)).was_applied)
+    return was_applied(db.execute(UNFOLLOW_IF_EXISTS, (network, follower_id, followee_id)))
 
 
 def unfollow_writes(network: str, follower_id: int, followee_id: int) -> list[tuple[Statement, Params]]:

@@ -1,5 +1,5 @@
 """A Slack user's activity days, read from the archive (cross-table: the activity index, messages, versions,
-users). Called by the activity builder (api/activity/build.py) for the reprocess job and the dirty worker.
+users). Called by the activity builder (api/activity/service.py) for the reprocess job and the dirty worker.
 
 For each user and UTC window: the index (slack_user_activity) names the (channel, message day) partitions the
 user touched; each partition is read once for all users of the call, and every row yields the events of
@@ -16,6 +16,7 @@ Only events of the asked users inside their windows are kept.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,23 +62,58 @@ def _file_count(files: str | None) -> int | None:
     return len(listed) if isinstance(listed, list) and listed else None
 
 
-def _row_events(channel_id: str, row: Any, edit_times: list[int]) -> Iterable[tuple[str, dict[str, Any]]]:
-    """(account, event) for everything one message row records."""
-    author = row.user_id
-    address = {"channel": channel_id, "ts": row.ts}
-    if author is not None:
-        yield author, ev.event(row.ts, _posted_kind(row), **address,
-                               thread_ts=row.thread_ts if row.thread_ts not in (None, row.ts) else None,
-                               words=row.word_count, files=_file_count(row.files),
-                               subtype=row.subtype if row.subtype not in _PLAIN else None)
-        for at in edit_times:
-            yield author, ev.event(at, ev.EDIT, **address)
-        if row.deleted and row.deleted_ts is not None:
-            yield author, ev.event(row.deleted_ts, ev.DELETE, **address)
-    for (emoji, reactor), at in zip(row.reactions or (), row.reaction_times or (), strict=False):
-        yield reactor, ev.event(at, ev.REACTION_GIVEN, **address, emoji=emoji, user=author)
-        if author is not None:
-            yield author, ev.event(at, ev.REACTION_RECEIVED, **address, emoji=emoji, user=reactor)
+class _Collector:
+    """Events of the asked users inside their windows, built straight as dicts (this loop runs for every row
+    of every partition a rebuild reads: ev.event's keyword handling would double its cost)."""
+
+    def __init__(self, windows: dict[str, tuple[int, int]]) -> None:
+        self.windows = windows
+        self.found: dict[str, list[dict[str, Any]]] = {user: [] for user in windows}
+
+    def needs_edits(self, row: Any) -> bool:
+        """Whether the row was edited but archived without its edit times (before migration 0071), and they can
+        fall in its author's window: they are read from its versions."""
+        if row.edited_ts is None or row.edit_times is not None:
+            return False
+        span = self.windows.get(row.user_id) if row.user_id is not None else None
+        return span is not None and row.edited_ts >= span[0] and row.ts < span[1]
+
+    def add_row(self, channel_id: str, row: Any, edit_times: Iterable[int] | None = None) -> None:
+        windows, ts = self.windows, row.ts
+        author = row.user_id
+        span = windows.get(author) if author is not None else None
+        if span is not None:
+            kept = self.found[author]
+            lo, hi = span
+            if lo <= ts < hi:
+                posted = {"at": ts, "kind": _posted_kind(row), "channel": channel_id, "ts": ts}
+                if row.thread_ts is not None and row.thread_ts != ts:
+                    posted["thread_ts"] = row.thread_ts
+                if row.word_count is not None:
+                    posted["words"] = row.word_count
+                files = _file_count(row.files) if row.files else None
+                if files is not None:
+                    posted["files"] = files
+                if row.subtype not in _PLAIN:
+                    posted["subtype"] = row.subtype
+                kept.append(posted)
+            for at in row.edit_times or edit_times or ():
+                if lo <= at < hi:
+                    kept.append({"at": at, "kind": ev.EDIT, "channel": channel_id, "ts": ts})
+            if row.deleted and row.deleted_ts is not None and lo <= row.deleted_ts < hi:
+                kept.append({"at": row.deleted_ts, "kind": ev.DELETE, "channel": channel_id, "ts": ts})
+        if not row.reactions:
+            return
+        for (emoji, reactor), at in zip(row.reactions, row.reaction_times or (), strict=False):
+            given = windows.get(reactor)
+            if given is not None and given[0] <= at < given[1]:
+                event = {"at": at, "kind": ev.REACTION_GIVEN, "channel": channel_id, "ts": ts, "emoji": emoji}
+                if author is not None:
+                    event["user"] = author
+                self.found[reactor].append(event)
+            if span is not None and span[0] <= at < span[1]:
+                self.found[author].append({"at": at, "kind": ev.REACTION_RECEIVED, "channel": channel_id, "ts": ts,
+                                           "emoji": emoji, "user": reactor})
 
 
 def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]]) -> dict[str, list[dict[str, Any]]]:
@@ -87,28 +123,32 @@ def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]]) -> 
     sources: set[tuple[str, int]] = set()
     for futures in index_reads.values():
         sources |= activity_index.sources_from(futures)
-    found: dict[str, list[dict[str, Any]]] = {user: [] for user in windows}
+    collector = _Collector(windows)
+    edited: deque[tuple[str, Any, Any]] = deque()
 
-    def keep(account: str | None, event: dict[str, Any]) -> None:
-        span = windows.get(account) if account is not None else None
-        if span is not None and span[0] <= event["at"] < span[1]:
-            found[account].append(event)
+    def finish_edited(keep: int) -> None:
+        while len(edited) > keep:
+            channel_id, row, future = edited.popleft()
+            collector.add_row(channel_id, row, (r.version_ts for r in future.result() if r.version_ts > row.ts))
 
-    ordered = sorted(sources)
-    for i in range(0, len(ordered), _IN_FLIGHT):
-        chunk = ordered[i:i + _IN_FLIGHT]
-        reads = [(channel_id, messages.start_activity_day(db, team_id, channel_id, day)) for channel_id, day in chunk]
-        edited: list[tuple[str, Any, Any]] = []
-        for channel_id, future in reads:
-            for row in future.result():
-                span = windows.get(row.user_id)
-                if row.edited_ts is not None and span is not None and row.edited_ts >= span[0] and row.ts < span[1]:
-                    edited.append((channel_id, row, messages.start_version_times(db, team_id, channel_id, row.ts)))
-                    continue
-                for account, event in _row_events(channel_id, row, []):
-                    keep(account, event)
-        for channel_id, row, future in edited:
-            times = sorted(r.version_ts for r in future.result() if r.version_ts > row.ts)
-            for account, event in _row_events(channel_id, row, times):
-                keep(account, event)
-    return found
+    # _IN_FLIGHT partition reads stay in flight: the node reads the next ones while this thread builds events.
+    pending: deque[tuple[str, Any]] = deque()
+    for channel_id, day in sorted(sources):
+        pending.append((channel_id, messages.start_activity_day(db, team_id, channel_id, day)))
+        if len(pending) >= _IN_FLIGHT:
+            _add_partition(db, team_id, collector, edited, *pending.popleft())
+            finish_edited(_IN_FLIGHT)
+    while pending:
+        _add_partition(db, team_id, collector, edited, *pending.popleft())
+        finish_edited(_IN_FLIGHT)
+    finish_edited(0)
+    return collector.found
+
+
+def _add_partition(db: Database, team_id: str, collector: _Collector, edited: deque, channel_id: str,
+                   future: Any) -> None:
+    for row in future.result():
+        if collector.needs_edits(row):  # its events wait for its versions
+            edited.append((channel_id, row, messages.start_version_times(db, team_id, channel_id, row.ts)))
+        else:
+            collector.add_row(channel_id, row)

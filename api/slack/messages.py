@@ -71,6 +71,9 @@ INSERT_REPLY = Statement(
 MARK_DELETED_SEEN = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET deleted = true "
     "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="DELETE-SEEN slack_messages")
+ADD_EDIT_TIME = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET edit_times = edit_times + ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="EDIT-TIME+ slack_messages")
 INSERT_VERSION = Statement(
     "INSERT INTO slack_message_versions (team_id, channel_id, ts, version_ts, text) VALUES (?, ?, ?, ?, ?) "
     "USING TIMESTAMP ?")
@@ -123,8 +126,9 @@ SET_ANALYTICS = Statement(
 # Activity days (api/slack/activity.py): everything one day partition says about who did what when; the
 # reactions' write times are their event times (each element is written USING TIMESTAMP <reaction time>).
 SELECT_ACTIVITY = Statement(
-    "SELECT ts, user_id, subtype, bot_id, thread_ts, edited_ts, deleted, deleted_ts, files, word_count, reactions, "
-    "writetime(reactions) AS reaction_times FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    "SELECT ts, user_id, subtype, thread_ts, edited_ts, edit_times, deleted, deleted_ts, files, word_count, "
+    "reactions, writetime(reactions) AS reaction_times FROM slack_messages "
+    "WHERE team_id = ? AND channel_id = ? AND day = ?",
     name="SELECT slack_messages (activity)")
 SELECT_VERSION_TIMES = Statement(
     "SELECT version_ts FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? LIMIT 1000",
@@ -266,6 +270,9 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
                                            msg.channel_id, day_of(msg.thread_ts), msg.thread_ts)))
     for version_ts, text in versions:
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
+        if version_ts > msg.ts:  # an edit (the original version is at the message's ts)
+            writes.append((ADD_EDIT_TIME, (version_ts, {version_ts}, msg.team_id, msg.channel_id, key["day"],
+                                           msg.ts)))
     return writes
 
 
