@@ -24,7 +24,9 @@ What it does, in one scratch keyspace (dropped after unless `--keep`):
 3. Read latency of a 31-day range with the events decoded: service.read(Archive.slack(T), user, 31 consecutive
    days, contiguous=True, summary=False) for (user, window) pairs drawn at random among those with at least one
    stored day and none undecodable; `--rounds` timed reads per setting after an untimed warm-up: concurrency 1
-   (back to back), and concurrency 8 (8 threads of `--rounds`/8 reads each, one Database shared); then the route
+   (back to back), concurrency 8 in threads (8 threads of `--rounds`/8 reads each, one Database shared: the
+   GIL serialises the decoding), and concurrency 8 in forked processes (each with its own Cluster, as gunicorn
+   workers are); then the route
    GET /slack/teams/{team}/users/{user}/activity?from=..&to=.. through the Flask test client of
    api.app.create_app (a workspace token without the private scope; request log at WARNING) at concurrency 1.
    p50/p99/max/mean per setting. Target: p99 <= 10 ms. The data set is small and hot (page cache, chunk
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import random
 import re
 import sys
@@ -55,7 +58,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from api.activity import calendar, codec, service
+from api.activity import calendar, codec, service, store
 from api.activity import events as ev
 from api.activity.events import FIELDS
 from api.activity.service import Archive
@@ -320,6 +323,46 @@ def read_targets(days: dict[str, dict[date, Day]], first: date, last: date, n: i
     return [rng.choice(candidates) for _ in range(n)], windows
 
 
+def timed_calls_in_processes(make_fn: Callable[[], Callable[[Any], object]], targets: list[Any], *,
+                             concurrency: int, warmup: int = 200) -> dict[str, Any]:
+    """As timed_calls, from `concurrency` forked processes (as gunicorn serves: one interpreter per worker, no
+    GIL shared); each builds its own `fn` with `make_fn()` after the fork (its own Cluster), warms up on its
+    share of the first `warmup` targets, waits for the others, then times its share."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(concurrency + 1)
+    pipes, procs = [], []
+    for i in range(concurrency):
+        receiver, sender = context.Pipe(duplex=False)
+
+        def child(i: int = i, sender: Any = sender) -> None:
+            fn = make_fn()
+            for target in targets[i:warmup:concurrency]:
+                fn(target)
+            barrier.wait()
+            latencies = []
+            for target in targets[i::concurrency]:
+                started = time.perf_counter()
+                fn(target)
+                latencies.append(time.perf_counter() - started)
+            sender.send(latencies)
+            sender.close()
+
+        proc = context.Process(target=child, daemon=True)
+        proc.start()
+        sender.close()
+        pipes.append(receiver)
+        procs.append(proc)
+    barrier.wait(timeout=600)
+    started = time.perf_counter()
+    shares = [pipe.recv() for pipe in pipes]
+    wall = time.perf_counter() - started
+    for proc in procs:
+        proc.join(timeout=60)
+        if proc.exitcode != 0:
+            raise RuntimeError(f"a reading process exited {proc.exitcode}")
+    return {"concurrency": concurrency, "processes": True, **_latency([x for share in shares for x in share], wall)}
+
+
 def bench_reads(db: Database, days: dict[str, dict[date, Day]], first: date, last: date, rounds: int
                 ) -> dict[str, Any]:
     archive = Archive.slack(TEAM)
@@ -339,6 +382,32 @@ def bench_reads(db: Database, days: dict[str, dict[date, Day]], first: date, las
     _note("reads_c1", out["in_process_c1"])
     out["in_process_c8"] = timed_calls(read, targets, concurrency=READ_THREADS)
     _note("reads_c8", out["in_process_c8"])
+
+    def reader_in_child() -> Callable[[Any], object]:
+        own = Database(db.settings, keyspace=db.keyspace)  # the parent's Cluster did not survive the fork
+
+        def read_own(target: tuple[str, list[date]]) -> None:
+            account, window = target
+            if len(service.read(own, archive, account, window, contiguous=True, summary=False)) != READ_DAYS:
+                raise RuntimeError(f"read of {account}: wrong number of days")
+        return read_own
+
+    out["processes_c8"] = timed_calls_in_processes(reader_in_child, targets, concurrency=READ_THREADS)
+    _note("reads_c8_processes", out["processes_c8"])
+
+    # The floor: the same CQL read through the driver, rows fetched and not decoded (no blob is opened).
+    def raw_reader(database: Database) -> Callable[[Any], object]:
+        def raw(target: tuple[str, list[date]]) -> None:
+            account, window = target
+            for year, wanted in store.days_by_year(window).items():
+                list(database.execute(store.SELECT_RANGE, (archive.name, account, year, wanted[0], wanted[-1])))
+        return raw
+
+    out["raw_driver_c1"] = timed_calls(raw_reader(db), targets, concurrency=1)
+    _note("raw_driver_c1", out["raw_driver_c1"])
+    out["raw_driver_processes_c8"] = timed_calls_in_processes(
+        lambda: raw_reader(Database(db.settings, keyspace=db.keyspace)), targets, concurrency=READ_THREADS)
+    _note("raw_driver_processes_c8", out["raw_driver_processes_c8"])
 
     from api.app import create_app
 

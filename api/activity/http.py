@@ -20,7 +20,7 @@ from api.network import accounts
 from api.network.common import valid_network_name
 from api.slack import channels
 from api.slack.codec import is_slack_id
-from api.slack.schemas import SlackErrorSchema, path_parameters
+from api.slack.schemas import error_responses, path_parameters
 
 blp = Blueprint("activity", __name__, description="Per-account, per-day activity (Slack users, network accounts)")
 
@@ -32,12 +32,7 @@ _private_cache: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
 _private_lock = threading.Lock()
 
 
-def _errors(*codes: int):
-    def deco(fn):
-        for code in codes:
-            fn = blp.alt_response(code, schema=SlackErrorSchema, description=_ERRORS[code])(fn)
-        return fn
-    return deco
+_errors = error_responses(blp, _ERRORS)
 
 
 def _answer(archive: Archive, account: str, args: dict[str, Any], hidden: frozenset[str] = frozenset()

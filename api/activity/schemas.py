@@ -50,10 +50,18 @@ def asked_days(args: dict[str, Any]) -> tuple[list[date], bool]:
     return calendar.date_range(first, last), True
 
 
+class _Events(fields.List):
+    """The day's events as decoded: plain JSON values already, passed through as they are (a 31-day range holds
+    hundreds of events; validating each on the way out would double the cost of the response)."""
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
+        return value
+
+
 class ActivityDaySchema(Schema):
     date = fields.String(required=True, metadata={"description": "the local day, YYYY-MM-DD"})
     event_count = fields.Integer(required=True)
-    events = fields.List(fields.Dict(), metadata={
+    events = _Events(fields.Dict(), metadata={
         "description": "the day's events in time order (absent with summary): at (epoch µs), kind, and the "
                        "fields of the kind (docs/activity.md)"})
     counts = fields.Dict(keys=fields.String(), values=fields.Integer(), metadata={

@@ -131,10 +131,17 @@ def rebuild_marks(db: Database, archive_name: str, marks: Sequence[dirty.Mark]) 
         start, end = mark.span_us
         wanted.setdefault(mark.account, set()).update(
             calendar.days_touching(start, end, calendar.zone(zones.get(mark.account))))
+    return rebuild_days(db, archive, wanted, zones)
+
+
+def rebuild_days(db: Database, archive: Archive, wanted: dict[str, Iterable[date]],
+                 zones: dict[str, str] | None = None) -> int:
+    """Rebuild these local days of these accounts, each written even when empty; returns the days written."""
+    zones = zones if zones is not None else archive.time_zones(db, wanted)
     total = 0
     # One build per account-run of at most SLICE_DAYS days (a mark spans a day or two; history marks more).
     for account, days in wanted.items():
-        ordered = sorted(days)
+        ordered = sorted(set(days))
         for i in range(0, len(ordered), SLICE_DAYS):
             part = ordered[i:i + SLICE_DAYS]
             total += build_days(db, archive, {account: part}, zones, keep_empty=lambda _a, _d: True).days_written

@@ -63,7 +63,7 @@ def day_write(archive: str, account: str, day: date, day_events: Sequence[dict[s
                       built_at_us))
 
 
-def _years(days: Iterable[date]) -> dict[int, list[date]]:
+def days_by_year(days: Iterable[date]) -> dict[int, list[date]]:
     by_year: dict[int, list[date]] = {}
     for d in sorted(set(days)):
         by_year.setdefault(d.year, []).append(d)
@@ -77,7 +77,7 @@ def read_days(db: Database, archive: str, account: str, days: Sequence[date], *,
     if len(set(days)) > MAX_DAYS:
         raise ValueError(f"at most {MAX_DAYS} days per read")
     futures = []
-    for year, wanted in _years(days).items():
+    for year, wanted in days_by_year(days).items():
         if contiguous:
             futures.append(db.execute_async(SELECT_RANGE, (archive, account, year, wanted[0], wanted[-1])))
         else:

@@ -38,6 +38,7 @@ from api.slack.schemas import (
     UsersArgs,
     UserSchema,
     UsersSchema,
+    error_responses,
     path_parameters,
 )
 from api.slack.timeutil import is_ts, ts_to_us
@@ -87,14 +88,7 @@ _ERRORS = {400: "bad request", 401: "missing or unknown token", 403: "token not 
 _BAD_CURSOR = "invalid cursor: not the next_cursor of this listing (or not a cursor at all)"
 
 
-def _errors(*codes: int, **descriptions: str):
-    """Document error answers (JSON SlackErrorSchema); `e400="..."` overrides a code's description."""
-    def deco(fn):
-        for code in codes:
-            description = descriptions.get(f"e{code}", _ERRORS.get(code, ""))
-            fn = blp.alt_response(code, schema=SlackErrorSchema, description=description)(fn)
-        return fn
-    return deco
+_errors = error_responses(blp, _ERRORS)
 
 
 # -- events -----------------------------------------------------------------------------------------------

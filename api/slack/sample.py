@@ -5,6 +5,7 @@ Idempotent: every write is keyed and timestamped by event time, so loading twice
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.config import Settings
@@ -74,5 +75,15 @@ def load_sample(db: Database | None = None, settings: Settings | None = None) ->
         env = {"type": "event_callback", "team_id": TEAM, "api_app_id": "ASAMPLE", "event_id": f"EvSAMPLE{i:04d}",
                "event_time": int(float(event.get("event_ts") or event["ts"])), "event": event}
         outcomes.append(handle(db, settings, parse(env)))
+    # Live ingest marked the days it touched for the activity worker; the sample's days are built now, so the
+    # served sample answers the activity endpoint at once.
+    from api.activity import calendar, service
+
+    archive = service.Archive.slack(TEAM)
+    times = [float(e.get("event_ts") or e["ts"]) for e in sample_events()]
+    first = datetime.fromtimestamp(min(times), UTC).date() - timedelta(days=1)
+    last = datetime.fromtimestamp(max(times), UTC).date() + timedelta(days=1)
+    every_day = calendar.date_range(first, last)
+    days = service.rebuild_days(db, archive, dict.fromkeys(archive.all_accounts(db), every_day))
     return {"team_id": TEAM, "channels": [GENERAL, RANDOM, OLD], "events": len(outcomes),
-            "stored": sum(1 for o in outcomes if o == "stored")}
+            "stored": sum(1 for o in outcomes if o == "stored"), "activity_days": days}

@@ -7,6 +7,7 @@ refused for its shape: the Slack id pattern of `team_id`/`channel_id`, the Slack
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
@@ -106,6 +107,19 @@ class SlackErrorSchema(Schema):
     status = fields.String(required=True)
     message = fields.String(required=True)
     errors = fields.Dict()
+
+
+def error_responses(blp: Any, descriptions: dict[int, str]) -> Callable[..., Callable]:
+    """`errors = error_responses(blp, {404: "..."})`, then `@errors(401, 404, e404="...")` on a route documents
+    those answers (JSON, SlackErrorSchema) in the OpenAPI document; `e<code>=` overrides a description."""
+    def errors(*codes: int, **overrides: str) -> Callable:
+        def deco(fn: Callable) -> Callable:
+            for code in codes:
+                description = overrides.get(f"e{code}", descriptions.get(code, ""))
+                fn = blp.alt_response(code, schema=SlackErrorSchema, description=description)(fn)
+            return fn
+        return deco
+    return errors
 
 
 class ReactionSchema(Schema):

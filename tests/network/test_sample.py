@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from api.network import actions
@@ -25,3 +27,11 @@ def test_sample_loads_idempotently(db, client):
         assert [(a["account_id"], a["follows_top"]) for a in snap2["followers"]] == ref.q3()
         check_home(client, SAMPLE_NETWORK, ref, sample_accounts(ref)[:15])
         check_search(client, SAMPLE_NETWORK, ref)
+        # The load builds the activity days of the posts (UTC days): counted here from the cleaned file.
+        with (Path(tmp) / "posts.csv").open(newline="") as posts:
+            rows = list(csv.DictReader(posts))
+    per_author_day = Counter((r["author_id"], r["posted_at"][:10]) for r in rows)
+    assert first["activity_days"] == len(per_author_day)
+    for (author, day), count in sorted(per_author_day.items())[:20]:
+        found = client.get(f"/networks/{SAMPLE_NETWORK}/accounts/{author}/activity?from={day}&summary=true").json
+        assert found["days"][0]["counts"].get("post") == count, (author, day)

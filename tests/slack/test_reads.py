@@ -253,6 +253,14 @@ def test_sample_workspace_loads_idempotently(client, db):
     index = client.get(f"/slack/teams/{TEAM}/channels", headers=ALL).json["channels"]
     assert {e["channel_id"]: e["name"] for e in index} == {GENERAL: "general", RANDOM: "random", OLD: "archive-2024"}
     assert client.get(f"/slack/teams/{TEAM}/channels/{OLD}", headers=ALL).json["archived"] is True
+    # The sample's activity days are built by the load: Alice's day, from the sample's script (T0 + seconds).
+    from api.slack.sample import T0
+
+    day = client.get(f"/slack/teams/{TEAM}/users/UALICE/activity?from=2025-11-21", headers=ALL).json["days"][0]
+    assert [(e["kind"], e["at"] - T0 * 1_000_000) for e in day["events"]] == [
+        ("message", 10_000_000), ("reply", 30_000_000), ("edit", 60_000_000),
+        ("reaction_received", 70_000_000), ("reaction_received", 71_000_000)]
+    assert {e["user"] for e in day["events"] if e["kind"] == "reaction_received"} == {"UBOB", "UCAROL"}
 
 
 def test_many_quiet_days_page_past_the_day_listing_horizon(client, unique_channel):

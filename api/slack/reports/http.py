@@ -24,7 +24,7 @@ from api.slack.reports.schemas import (
     ReportListSchema,
     ReportSchema,
 )
-from api.slack.schemas import SlackErrorSchema, path_parameters
+from api.slack.schemas import error_responses, path_parameters
 from api.slack.settings import SlackSettings
 
 blp = Blueprint("slack_reports", __name__, description="Slack activity reports (weekly, any period)")
@@ -38,12 +38,7 @@ _REPORT_PARAM = {"in": "path", "name": "report_id", "required": True, "schema": 
 _HTML_DOC = {"responses": {200: {"content": {"text/html": {"schema": {"type": "string"}}}}}}
 
 
-def _errors(*codes: int):
-    def deco(fn):
-        for code in codes:
-            fn = blp.alt_response(code, schema=SlackErrorSchema, description=_ERRORS[code])(fn)
-        return fn
-    return deco
+_errors = error_responses(blp, _ERRORS)
 
 
 def _settings() -> Settings:
