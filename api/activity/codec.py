@@ -9,8 +9,9 @@ columns are delta-encoded (or taken relative to the event's time, or dictionary-
 divided by the deltas' greatest common divisor, packed at the narrowest width that holds them and byte-shuffled
 (all first bytes, then all second bytes, ...); string columns become a dictionary (first-appearance order) and
 narrow codes; a field missing from some events gets a presence column. The layout is then compressed with zstd.
-The layout byte by byte: `columnar_layout`. It is built and read with the standard library's `array` and
-`itertools` (loops in C): a typical day holds tens of events, where numpy's per-call cost would dominate.
+The layout byte by byte: `columnar_layout`. A typical day holds tens of events, where numpy's cost per call
+would dominate: its columns are built and read with the standard library's `array` and `itertools` (loops in
+C); integer columns of NUMPY_FROM values or more go through numpy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate, compress, repeat
 from typing import Any
 
+import numpy as np
 import zstandard
 
 from api.activity.events import FIELDS, KIND_ORDER
@@ -197,6 +199,44 @@ def _unpacked(width: int, data: bytes) -> list[int]:
     return values.tolist()
 
 
+# Columns of at least this many values go through numpy (one call per pass instead of one C loop per value
+# and pass): seed 002's 4,320-event day encodes in 3.0 ms instead of 4.7. Shorter ones stay in array/itertools,
+# where numpy's cost per call dominates. Both write the same bytes.
+NUMPY_FROM = 512
+_NP_SIGNED = tuple(np.dtype(f"<i{width}") for width in (1, 2, 4, 8))
+
+
+def _np_packed(values: np.ndarray) -> tuple[int, bytes]:
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    kind = next(t for t in _NP_SIGNED if -(1 << (8 * t.itemsize - 1)) <= lo and hi < (1 << (8 * t.itemsize - 1)))
+    return kind.itemsize, values.astype(kind).view(np.uint8).reshape(-1, kind.itemsize).T.tobytes()
+
+
+def _np_int_payload(values: np.ndarray) -> bytes:
+    deltas = np.diff(values)
+    step = int(np.gcd.reduce(deltas)) if deltas.size else 0
+    step = step or 1
+    if step > 1:
+        deltas //= step
+    width, packed = _np_packed(deltas)
+    return _varint(_zigzag(int(values[0]))) + _varint(step) + bytes((width,)) + packed
+
+
+def _np_int_column(values: list[int], at: list[int] | None) -> list[tuple[int, bytes]]:
+    column = np.array(values, dtype=np.int64)
+    found = [(DELTA, _np_int_payload(column))]
+    if at is not None:
+        width, packed = _np_packed(column - np.array(at, dtype=np.int64))
+        found.append((RELATIVE, bytes((width,)) + packed))
+    distinct, codes = np.unique(column, return_inverse=True)
+    if distinct.size * 4 <= column.size:
+        table = _np_int_payload(distinct)
+        size = next(w for _c, w, high in _UNSIGNED if distinct.size <= high)
+        found.append((INT_DICTIONARY, _varint(len(table)) + table + bytes((size,))
+                      + codes.astype(f"<u{size}").tobytes()))
+    return found
+
+
 def _int_payload(values: list[int]) -> bytes:
     deltas = list(map(operator.sub, values[1:], values))
     step = math.gcd(*deltas) or 1
@@ -209,7 +249,18 @@ def _int_payload(values: list[int]) -> bytes:
 def _ints_from(payload: bytes) -> list[int]:
     first, pos = _read_varint(payload, 0)
     step, pos = _read_varint(payload, pos)
-    deltas = _unpacked(payload[pos], payload[pos + 1:])
+    width, packed = payload[pos], payload[pos + 1:]
+    if width not in _SIGNED_BY_WIDTH or len(packed) % width:
+        raise UnknownCodec(f"an integer column of width {width} holding {len(packed)} bytes")
+    if len(packed) >= NUMPY_FROM * width:
+        planes = np.frombuffer(packed, dtype=np.uint8).reshape(width, -1)
+        deltas = np.ascontiguousarray(planes.T).view(_NP_SIGNED[width.bit_length() - 1]).ravel().astype(np.int64)
+        out = np.empty(deltas.size + 1, dtype=np.int64)
+        out[0] = _unzigzag(first)
+        np.cumsum(deltas * step, out=out[1:])
+        out[1:] += out[0]
+        return out.tolist()
+    deltas = _unpacked(width, packed)
     return list(accumulate(deltas if step == 1 else map(step.__mul__, deltas), initial=_unzigzag(first)))
 
 
@@ -273,6 +324,8 @@ def _int_column(values: list[int], at: list[int] | None) -> tuple[int, bytes]:
     """The smallest of: deltas from the previous value; offsets from the event's time (a message's ts is its
     event time, a reaction's an earlier message's: mostly zero or small); a dictionary of the distinct values
     (a celebrity's likes land on a few hundred posts)."""
+    if len(values) >= NUMPY_FROM:
+        return min(_np_int_column(values, at), key=lambda kind_payload: len(kind_payload[1]))
     found = [(DELTA, _int_payload(values))]
     if at is not None:  # both within 62 bits: the offsets fit 64
         width, packed = _packed(list(map(operator.sub, values, at)))

@@ -51,6 +51,18 @@ def test_a_day_whose_event_times_repeat_reads_back():
     assert codec.decode(codec.encode(day), codec.Codec.COLUMNAR) == day
 
 
+def test_long_columns_take_the_numpy_path_and_write_the_same_bytes(monkeypatch):
+    """Integer columns of NUMPY_FROM values or more are packed with numpy: the bytes equal the array/itertools
+    path's, and both decode to the events."""
+    rng = random.Random(5)
+    days = [seed_day(rng), slack_day(rng, 2_000), slack_day(rng, 3_000, bot=True), celebrity_day(rng, 3_000)]
+    with_numpy = [codec.columnar_layout(day) for day in days]
+    decoded = [codec.from_columnar_layout(layout) for layout in with_numpy]
+    monkeypatch.setattr(codec, "NUMPY_FROM", 10**9)
+    assert [codec.columnar_layout(day) for day in days] == with_numpy
+    assert [codec.from_columnar_layout(layout) for layout in with_numpy] == decoded == days
+
+
 def test_an_unknown_codec_or_layout_is_a_clear_error():
     with pytest.raises(codec.UnknownCodec, match=r"unknown activity codec 99 \(known: 0=JSON"):
         codec.decode(b"[]", 99)
