@@ -192,8 +192,14 @@ def _packed(values: list[int]) -> tuple[int, bytes]:
     return width, _shuffle(packed.tobytes(), width)
 
 
+def _checked_width(width: int, data: bytes) -> int:
+    if width not in _SIGNED_BY_WIDTH or len(data) % width:
+        raise UnknownCodec(f"an integer column of width {width} holding {len(data)} bytes")
+    return width
+
+
 def _unpacked(width: int, data: bytes) -> list[int]:
-    values = array(_SIGNED_BY_WIDTH[width], _unshuffle(data, width))
+    values = array(_SIGNED_BY_WIDTH[_checked_width(width, data)], _unshuffle(data, width))
     if _BIG_ENDIAN:
         values.byteswap()
     return values.tolist()
@@ -249,9 +255,8 @@ def _int_payload(values: list[int]) -> bytes:
 def _ints_from(payload: bytes) -> list[int]:
     first, pos = _read_varint(payload, 0)
     step, pos = _read_varint(payload, pos)
-    width, packed = payload[pos], payload[pos + 1:]
-    if width not in _SIGNED_BY_WIDTH or len(packed) % width:
-        raise UnknownCodec(f"an integer column of width {width} holding {len(packed)} bytes")
+    packed = payload[pos + 1:]
+    width = _checked_width(payload[pos], packed)
     if len(packed) >= NUMPY_FROM * width:
         planes = np.frombuffer(packed, dtype=np.uint8).reshape(width, -1)
         deltas = np.ascontiguousarray(planes.T).view(_NP_SIGNED[width.bit_length() - 1]).ravel().astype(np.int64)
