@@ -58,7 +58,7 @@ def when_ready(server):
     import sys
 
     chronicle = os.path.join(os.path.dirname(sys.executable), "chronicle")
-    for args in (["network", "worker"], ["slack", "file-worker"], ["activity", "worker"]):
+    for args in (["network", "worker"], ["slack", "file-worker"], ["activity", "worker"], ["tagging", "worker"]):
         _background.append(subprocess.Popen([chronicle, *args], stdin=subprocess.DEVNULL))
         server.log.info("started background worker: chronicle %s (pid %s)", " ".join(args), _background[-1].pid)
 

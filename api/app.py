@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     for blueprint in _feature_blueprints():
         api.register_blueprint(blueprint)
     _document_server_refusals(api)
+    _register_pages(app)
 
     @app.get("/docs/assets/<path:filename>")
     def _swagger_ui_asset(filename: str) -> Response:
@@ -62,6 +63,17 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         return Response(body, content_type=content_type)
 
     return app
+
+
+def _register_pages(app: Flask) -> None:
+    """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
+    try:
+        from api.tagging.pages import bp as tagging_pages
+    except ModuleNotFoundError as exc:
+        if exc.name != "api.tagging.pages":
+            raise
+    else:
+        app.register_blueprint(tagging_pages)
 
 
 def _document_server_refusals(api: Api) -> None:
@@ -94,6 +106,7 @@ def _feature_blueprints() -> list:
     else:
         blueprints.append(network_blp)
     from api.activity.http import blp as activity_blp
+    from api.tagging.http import blp as tagging_blp
 
-    blueprints.append(activity_blp)
+    blueprints.extend([activity_blp, tagging_blp])
     return blueprints

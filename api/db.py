@@ -317,6 +317,24 @@ class Database:
                 flush(part)
         return out
 
+    def execute_conditional_batch(self, writes: Sequence[tuple[Statement, Params]]) -> Any:
+        """One partition's writes as one logged batch that applies only if every statement's IF holds (a
+        lightweight transaction over the batch). The result tells `was_applied`, with the current values when
+        refused."""
+        batch = BatchStatement(batch_type=BatchType.LOGGED, consistency_level=self.settings.write_consistency,
+                               serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL)
+        for statement, params in writes:
+            batch.add(self.prepared(statement).bind(params))
+        started = time.perf_counter()
+        name = writes[0][0].name + " (conditional batch)"
+        try:
+            return self.session.execute(batch, timeout=self.settings.request_timeout)
+        except Exception as exc:
+            metrics.CASSANDRA_ERRORS.labels(name, type(exc).__name__).inc()
+            raise
+        finally:
+            metrics.CASSANDRA_LATENCY.labels(name).observe(time.perf_counter() - started)
+
     def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None,
                     consistency: int | None = None) -> Any:
         """Unprepared CQL, for DDL and administration only (product queries use `Statement`)."""

@@ -1,8 +1,9 @@
 """Chronicle's one command line: `chronicle <group> <command>` (declared in pyproject.toml `[project.scripts]`).
 
-One module per area: `node` (Cassandra nodes), `migrate`, `sample`, `slack`, `network`, `activity`; `common` holds what
-they share (exit codes, JSON output, error handling, progress bars). The files in runtime_scripts/ and
-cleaning_scripts/ are thin wrappers around these commands, kept for the names users and the seeds know.
+One module per area: `node` (Cassandra nodes), `migrate`, `sample`, `slack`, `network`, `activity`,
+`tagging`; `common` holds what they share (exit codes, JSON output, error handling, progress bars). The files
+in runtime_scripts/ and cleaning_scripts/ are thin wrappers around these commands, kept for the names users and
+the seeds know.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from api.cli.network import network
 from api.cli.node import node
 from api.cli.sample import sample
 from api.cli.slack import slack
+from api.cli.tagging import tagging
 
 
 class _Chronicle(click.Group):
@@ -48,7 +50,7 @@ def chronicle() -> None:
     """
 
 
-for command in (node, migrate, sample, slack, network, activity):
+for command in (node, migrate, sample, slack, network, activity, tagging):
     chronicle.add_command(command)
 
 

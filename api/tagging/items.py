@@ -1,0 +1,256 @@
+"""Item state and the exclusive parts of the workflow: leases, hold slots and team quotas.
+
+Owner of tagging_item_state, tagging_holds and tagging_team_usage. Every transition that needs exclusivity is
+a lightweight transaction on ONE small partition: the item's own (claim, submit, skip, expiry, verify,
+disable), the tagger's hold slots, or the team's usage row. Nothing else is conditional: queue entries, effort
+events and figures are derived from these and rewritten idempotently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from typing import Any
+
+from api.db import Database, Statement, was_applied
+
+TABLES = frozenset({"tagging_item_state", "tagging_holds", "tagging_team_usage"})
+
+NEW, IN_PROGRESS, TAGGED, VERIFIED = "New", "InProgress", "Tagged", "QAVerified"
+DISABLED, MISSING = "Disabled", "SourceMissing"
+NOT_QUEUED, RETURNED = -1, -2  # queue_pos values of a New item that no queue entry hands out
+FREE = -1  # a hold slot's seq when free
+
+_STATE_COLS = ("status, queue_pos, holder, team, lease_id, lease_from_us, lease_until_us, categories, subcategories, "
+               "keywords, tagged_us, verification, verifier, note, verified_us")
+
+PUT_NEW = Statement("INSERT INTO tagging_item_state (project, seq, status, queue_pos) VALUES (?, ?, 'New', -1)")
+GET_STATE = Statement(f"SELECT seq, {_STATE_COLS} FROM tagging_item_state WHERE project = ? AND seq = ?")
+GET_STATES = Statement(f"SELECT seq, {_STATE_COLS} FROM tagging_item_state WHERE project = ? AND seq IN ?",
+                       name="SELECT tagging_item_state (several)")
+# The owner queues a New item it read as not queued; claims need a queue entry, so nothing races this.
+SET_QUEUED = Statement("UPDATE tagging_item_state SET queue_pos = ? WHERE project = ? AND seq = ?")
+CLAIM = Statement(
+    "UPDATE tagging_item_state SET status = 'InProgress', holder = ?, team = ?, lease_id = ?, lease_from_us = ?, "
+    "lease_until_us = ? WHERE project = ? AND seq = ? IF status = 'New' AND queue_pos = ?", idempotent=False)
+RENEW = Statement(
+    "UPDATE tagging_item_state SET lease_until_us = ? WHERE project = ? AND seq = ? "
+    "IF status = 'InProgress' AND holder = ? AND lease_id = ?", idempotent=False)
+SUBMIT = Statement(
+    "UPDATE tagging_item_state SET status = 'Tagged', categories = ?, subcategories = ?, keywords = ?, "
+    "tagged_us = ?, verification = 'Pending' WHERE project = ? AND seq = ? "
+    "IF status = 'InProgress' AND holder = ? AND lease_id = ?", idempotent=False)
+SKIP = Statement(
+    "UPDATE tagging_item_state SET status = 'New', queue_pos = -2, lease_until_us = ? WHERE project = ? AND seq = ? "
+    "IF status = 'InProgress' AND holder = ? AND lease_id = ?", idempotent=False)
+EXPIRE = Statement(
+    "UPDATE tagging_item_state SET status = 'New', queue_pos = -2 WHERE project = ? AND seq = ? "
+    "IF status = 'InProgress' AND lease_id = ? AND lease_until_us <= ?", idempotent=False)
+HOLDER_MISSING = Statement(
+    "UPDATE tagging_item_state SET status = 'SourceMissing', tagged_us = ? WHERE project = ? AND seq = ? "
+    "IF status = 'InProgress' AND holder = ? AND lease_id = ?", idempotent=False)
+# An admin acts on what they saw: the transition applies only if the item is still in that state and lease.
+ADMIN_SET = Statement(
+    "UPDATE tagging_item_state SET status = ?, tagged_us = ? WHERE project = ? AND seq = ? "
+    "IF status = ? AND lease_id = ?", idempotent=False)
+ADMIN_SET_NEVER_LEASED = Statement(
+    "UPDATE tagging_item_state SET status = ?, tagged_us = ? WHERE project = ? AND seq = ? "
+    "IF status = ? AND lease_id = null", idempotent=False)
+VERIFY = Statement(
+    "UPDATE tagging_item_state SET status = 'QAVerified', verification = ?, verifier = ?, note = ?, "
+    "verified_us = ? WHERE project = ? AND seq = ? IF status = 'Tagged' AND verification = 'Pending'",
+    idempotent=False)
+
+PUT_SLOT = Statement("INSERT INTO tagging_holds (project, user_id, slot, seq) VALUES (?, ?, ?, -1)")
+SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ?")
+TAKE_SLOT = Statement(
+    "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
+    "IF seq = -1", idempotent=False)
+SET_SLOT_ITEM = Statement(
+    "UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
+    idempotent=False)
+FREE_SLOT = Statement(
+    "UPDATE tagging_holds SET seq = -1 WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
+    idempotent=False)
+
+PUT_USAGE = Statement("INSERT INTO tagging_team_usage (project, team, used) VALUES (?, ?, 0) IF NOT EXISTS",
+                      idempotent=False)
+GET_USAGE = Statement("SELECT used FROM tagging_team_usage WHERE project = ? AND team = ?")
+SET_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? IF used = ?",
+                      idempotent=False)
+FORCE_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ?")
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    seq: int
+    status: str
+    queue_pos: int
+    holder: str | None
+    team: str | None
+    lease_id: int | None
+    lease_from_us: int | None
+    lease_until_us: int | None
+    categories: tuple[str, ...]
+    subcategories: tuple[str, ...]
+    keywords: tuple[str, ...]
+    tagged_us: int | None
+    verification: str | None
+    verifier: str | None
+    note: str | None
+    verified_us: int | None
+
+    @classmethod
+    def from_row(cls, row: Any, seq: int | None = None) -> State:
+        return cls(row.seq if seq is None else seq, row.status, row.queue_pos, row.holder, row.team, row.lease_id,
+                   row.lease_from_us, row.lease_until_us, tuple(row.categories or ()),
+                   tuple(row.subcategories or ()), tuple(row.keywords or ()), row.tagged_us, row.verification,
+                   row.verifier, row.note, row.verified_us)
+
+    def held_by(self, user: str, lease_id: int) -> bool:
+        return self.holder == user and self.lease_id == lease_id
+
+
+def new_lease_id() -> int:
+    return secrets.randbits(62) + 1
+
+
+def new_writes(project: str, first: int, count: int) -> list[tuple[Statement, Any]]:
+    return [(PUT_NEW, (project, seq)) for seq in range(first, first + count)]
+
+
+def get(db: Database, project: str, seq: int) -> State | None:
+    row = db.execute(GET_STATE, (project, seq)).one()
+    return State.from_row(row) if row is not None and row.status is not None else None
+
+
+def many(db: Database, project: str, seqs: list[int]) -> dict[int, State]:
+    """States of many items: partitions of 100 per request, concurrently."""
+    futures = [db.execute_async(GET_STATES, (project, seqs[i:i + 100])) for i in range(0, len(seqs), 100)]
+    return {r.seq: State.from_row(r) for f in futures for r in f.result() if r.status is not None}
+
+
+def set_queued_writes(project: str, seq: int, pos: int) -> tuple[Statement, Any]:
+    return SET_QUEUED, (pos, project, seq)
+
+
+def _after(result: Any, seq: int) -> tuple[bool, State | None]:
+    """(applied, the state the refusal saw) of a conditional update on an item."""
+    row = result.one()
+    if row is not None and row[0]:
+        return True, None
+    if row is None or getattr(row, "status", None) is None:
+        return False, None
+    return False, State(seq, row.status, getattr(row, "queue_pos", None), getattr(row, "holder", None), None,
+                        getattr(row, "lease_id", None), None, getattr(row, "lease_until_us", None), (), (), (), None,
+                        getattr(row, "verification", None), None, None, None)
+
+
+def claim(db: Database, project: str, seq: int, queue_pos: int, user: str, team: str, lease_id: int,
+          from_us: int, until_us: int) -> bool:
+    return was_applied(db.execute(CLAIM, (user, team, lease_id, from_us, until_us, project, seq, queue_pos)))
+
+
+def renew(db: Database, project: str, seq: int, user: str, lease_id: int, until_us: int) -> bool:
+    return was_applied(db.execute(RENEW, (until_us, project, seq, user, lease_id)))
+
+
+def submit(db: Database, project: str, seq: int, user: str, lease_id: int, categories: list[str],
+           subcategories: list[str], keywords: list[str], at_us: int) -> bool:
+    return was_applied(db.execute(SUBMIT, (categories, subcategories, keywords, at_us, project, seq, user,
+                                           lease_id)))
+
+
+def skip(db: Database, project: str, seq: int, user: str, lease_id: int, now_us: int) -> bool:
+    """Give the item back; the lease ends now (the stored end time keys its effort event)."""
+    return was_applied(db.execute(SKIP, (now_us, project, seq, user, lease_id)))
+
+
+def expire(db: Database, project: str, seq: int, lease_id: int, now_us: int) -> bool:
+    return was_applied(db.execute(EXPIRE, (project, seq, lease_id, now_us)))
+
+
+def holder_missing(db: Database, project: str, seq: int, user: str, lease_id: int, at_us: int) -> bool:
+    return was_applied(db.execute(HOLDER_MISSING, (at_us, project, seq, user, lease_id)))
+
+
+def admin_set(db: Database, project: str, seen: State, status: str, at_us: int) -> bool:
+    if seen.lease_id is None:
+        return was_applied(db.execute(ADMIN_SET_NEVER_LEASED, (status, at_us, project, seen.seq, seen.status)))
+    return was_applied(db.execute(ADMIN_SET, (status, at_us, project, seen.seq, seen.status, seen.lease_id)))
+
+
+def verify(db: Database, project: str, seq: int, result: str, verifier: str, note: str, at_us: int) -> bool:
+    return was_applied(db.execute(VERIFY, (result, verifier, note, at_us, project, seq)))
+
+
+# -- hold slots ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    slot: int
+    seq: int
+    lease_id: int | None
+    since_us: int | None
+
+
+def make_slots(db: Database, project: str, user: str, count: int) -> None:
+    """Create the missing hold slots 0..count-1 of a person (existing ones keep what they hold)."""
+    have = {s.slot for s in slots(db, project, user)}
+    for slot in range(count):
+        if slot not in have:
+            db.execute(PUT_SLOT, (project, user, slot))
+
+
+def slots(db: Database, project: str, user: str) -> list[Slot]:
+    return [Slot(r.slot, r.seq, r.lease_id, r.since_us) for r in db.execute(SLOTS, (project, user))]
+
+
+def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, now_us: int) -> bool:
+    """Reserve a free slot for lease `lease_id` (the item is named once the claim succeeded)."""
+    return was_applied(db.execute(TAKE_SLOT, (-3, lease_id, now_us, project, user, slot)))
+
+
+def name_slot_item(db: Database, project: str, user: str, slot: int, lease_id: int, seq: int) -> None:
+    db.execute(SET_SLOT_ITEM, (seq, project, user, slot, lease_id))
+
+
+def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
+    return was_applied(db.execute(FREE_SLOT, (project, user, slot, lease_id)))
+
+
+def free_slot_of_lease(db: Database, project: str, user: str, lease_id: int) -> None:
+    for slot in slots(db, project, user):
+        if slot.lease_id == lease_id and slot.seq != FREE:
+            free_slot(db, project, user, slot.slot, lease_id)
+
+
+# -- team quotas --------------------------------------------------------------------------------------------
+
+def make_usage(db: Database, project: str, team: str) -> None:
+    db.execute(PUT_USAGE, (project, team))
+
+
+def usage(db: Database, project: str, team: str) -> int:
+    row = db.execute(GET_USAGE, (project, team)).one()
+    return row.used if row is not None and row.used is not None else 0
+
+
+def change_usage(db: Database, project: str, team: str, delta: int, quota: int | None) -> bool:
+    """Add `delta` to the team's usage with compare-and-set; False (nothing changed) when that would pass the
+    quota. A refused compare-and-set returns the current value, so a retry needs no extra read."""
+    current = usage(db, project, team)
+    for _ in range(100):
+        new = max(0, current + delta)
+        if delta > 0 and quota is not None and new > quota:
+            return False
+        result = db.execute(SET_USAGE, (new, project, team, current))
+        row = result.one()
+        if row is not None and row[0]:
+            return True
+        current = row.used if row is not None and row.used is not None else 0
+    raise RuntimeError(f"team usage of {project}/{team}: compare-and-set kept losing")
+
+
+def force_usage(db: Database, project: str, team: str, used: int) -> None:
+    db.execute(FORCE_USAGE, (used, project, team))

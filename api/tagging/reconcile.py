@@ -1,0 +1,69 @@
+"""Check (and repair) that every figure equals what the effort log implies, and that the log holds an event
+for every state an item reached (a request cut short after its transaction leaves the event to its retry;
+without a retry, this writes it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.db import Database
+from api.tagging import control, effort, figures, items, projects
+from api.tagging.effort import Event
+
+_NOT_SUMS = {"queued"}  # a figure the owner sets from the queue, not a sum over events
+
+
+def _expected_events(state: items.State) -> list[Event]:
+    out = []
+    if state.lease_from_us is not None and state.holder:
+        out.append(Event(state.lease_from_us, state.seq, "claimed", state.holder, state.team, state.holder))
+    if state.status in (items.TAGGED, items.VERIFIED) and state.tagged_us is not None:
+        duration = max(0, (state.tagged_us - (state.lease_from_us or state.tagged_us)) // 1000)
+        out.append(Event(state.tagged_us, state.seq, "tagged", state.holder, state.team, state.holder, duration,
+                         state.categories, state.subcategories, state.keywords))
+    if state.status == items.VERIFIED and state.verified_us is not None:
+        out.append(Event(state.verified_us, state.seq, "verified", state.holder, state.team, state.verifier,
+                         result=state.verification))
+    return out
+
+
+def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: Any = None) -> dict[str, Any]:
+    """Differences between the stored figures and the effort log (and events missing from the log); with
+    `repair`, write the missing events and the right figures. Figures of events after the owner's checkpoint
+    that it has not counted yet are left to it."""
+    project = projects.get(db, project_id)
+    if project is None:
+        raise LookupError(f"no project {project_id}")
+    seen, stored = control.load(db, project_id)
+    assert seen is not None
+    logged = effort.events_of_minutes(db, project_id, effort.event_minutes(db, project_id))
+    keys = {e.key for e in logged}
+    missing: list[Event] = []
+    for first in range(0, project.total_items, 1000):
+        states = items.many(db, project_id, list(range(first, min(project.total_items, first + 1000))))
+        missing.extend(e for s in states.values() for e in _expected_events(s) if e.key not in keys)
+        if progress is not None:
+            progress(len(states))
+    counted = [e for e in logged + missing if e.at_us <= seen.events_checkpoint or e.key in seen.applied]
+    expected = figures.recompute(counted)
+    differences = {}
+    for key in sorted(set(expected) | set(stored)):
+        want = {k: v for k, v in expected.get(key, {}).items()}
+        have = {k: v for k, v in stored.get(key, {}).items() if k not in _NOT_SUMS}
+        names = set(want) | set(have)
+        if any(want.get(n, 0) != have.get(n, 0) for n in names):
+            differences["/".join(key)] = {"stored": have, "log": want}
+    report = {"project": project_id, "events": len(logged), "missing_events": len(missing),
+              "differences": differences, "repaired": False}
+    if repair and (missing or differences):
+        for event in missing:
+            db.execute_many(effort.event_writes(project_id, event))
+        rows = {}
+        for key in differences:
+            scope, _, name = key.partition("/")
+            want = expected.get((scope, name), {})
+            have = stored.get((scope, name), {})
+            rows[(scope, name)] = {n: want.get(n, 0) for n in (set(want) | set(have)) - _NOT_SUMS}
+        rankings = {kind: figures.top(expected, kind) for kind in figures.USE_SCOPES}
+        report["repaired"] = control.repair(db, project_id, seen, rows, rankings)
+    return report

@@ -1,0 +1,428 @@
+"""The tagging workflow across its tables: making projects and people, next, submit, skip, missing, disable,
+verify, the review list and the statistics. HTTP and the CLI call these.
+
+Every workflow step commits with one lightweight transaction on the item (items.py); what follows it (the
+queue entry's mark, the effort event, the keyword vocabulary, the hold slot, the team's usage) is derived and
+written after, idempotently, so a retried request completes a step that a crash cut short and changes nothing
+else (docs/tagging.md, "Exactly once").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from api.db import Database
+from api.tagging import control, effort, figures, items, projects, queue, sources
+from api.tagging.effort import Event
+from api.tagging.items import State
+from api.tagging.projects import Member, Project
+
+_WINDOW = 256  # queue entries a taker reads from the head
+_TRIES = 8  # claims a taker tries before it reads the queue again
+_ROUNDS = 4
+MAX_KEYWORDS = 20
+
+
+class Refused(Exception):
+    """A workflow step that cannot happen: `status` is the HTTP status (404, 409, 422), the message why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
+
+
+# -- projects and people ------------------------------------------------------------------------------------
+
+def create_project(db: Database, project: str, name: str, source: dict[str, Any], categories: list[str],
+                   subcategories: list[str], *, queue_size: int = projects.DEFAULT_QUEUE_SIZE,
+                   lease_seconds: int = projects.DEFAULT_LEASE_SECONDS, max_held: int = 1,
+                   teams: dict[str, int | None] | None = None, progress: Any = None) -> Project:
+    """Make a project: list its items from the archive, write their references and New states, its teams and
+    bookkeeping, then its definition (a project is visible once everything else is written). Refused (422)
+    when the source is malformed or the name is taken."""
+    if projects.get(db, project) is not None:
+        raise Refused(409, f"project {project} exists")
+    try:
+        stored = sources.validate(source)
+    except sources.SourceError as exc:
+        raise Refused(422, str(exc)) from exc
+    refs = list(sources.refs(db, stored))
+    created = _now_us()
+    db.execute_many(items.new_writes(project, 0, len(refs)), progress=progress)
+    control.init(db, project, created)
+    for team, quota in (teams or {}).items():
+        projects.put_team(db, project, team, quota)
+        items.make_usage(db, project, team)
+    definition = Project(project, name, stored, tuple(categories), tuple(subcategories), queue_size, lease_seconds,
+                         max_held, len(refs), created)
+    projects.create(db, definition, refs, progress=progress)
+    return definition
+
+
+def add_member(db: Database, project: str, user: str, team: str, role: str) -> str:
+    """Add a person (or give them a new token); returns the token, which is stored only as a hash."""
+    found = projects.get(db, project)
+    if found is None:
+        raise Refused(404, f"no project {project}")
+    if role not in projects.ROLES:
+        raise Refused(422, f"role must be one of {', '.join(projects.ROLES)}")
+    if team not in projects.teams(db, project):
+        raise Refused(422, f"no team {team} in project {project}")
+    if role in ("tagger", "admin"):
+        items.make_slots(db, project, user, found.max_held)
+    return projects.add_member(db, project, user, team, role)
+
+
+def project_of(db: Database, project: str) -> Project:
+    found = projects.get(db, project)
+    if found is None:
+        raise Refused(404, f"no project {project}")
+    return found
+
+
+# -- showing an item ----------------------------------------------------------------------------------------
+
+def item_json(db: Database, project: str, state: State, *, with_source: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "seq": state.seq, "status": state.status, "holder": state.holder, "team": state.team,
+        "lease_id": str(state.lease_id) if state.lease_id is not None else None,
+        "lease_until": _iso(state.lease_until_us) if state.status == items.IN_PROGRESS else None,
+        "categories": list(state.categories), "subcategories": list(state.subcategories),
+        "keywords": list(state.keywords), "tagged_at": _iso(state.tagged_us), "verification": state.verification,
+        "verifier": state.verifier, "note": state.note,
+    }
+    if with_source:
+        ref = projects.ref_of(db, project, state.seq)
+        out["source"] = sources.resolve(db, ref) if ref is not None else {"ref": None, "missing": True,
+                                                                         "thread": []}
+    return out
+
+
+def get_item(db: Database, member: Member, seq: int) -> dict[str, Any]:
+    state = items.get(db, member.project, seq)
+    if state is None:
+        raise Refused(404, f"no item {seq} in project {member.project}")
+    if member.role == "tagger" and state.holder != member.user:
+        raise Refused(403, "a tagger sees only the items they hold or tagged")
+    return item_json(db, member.project, state)
+
+
+# -- next -----------------------------------------------------------------------------------------------------
+
+def _event_writes(project: str, event: Event) -> list:
+    return effort.event_writes(project, event)
+
+
+def next_item(db: Database, member: Member) -> dict[str, Any]:
+    """The caller's own unfinished item (its lease renewed), else a new item from the queue under a lease."""
+    project = project_of(db, member.project)
+    now = _now_us()
+    until = now + project.lease_seconds * 1_000_000
+    slots = items.slots(db, member.project, member.user)
+    if not slots:
+        items.make_slots(db, member.project, member.user, project.max_held)
+        slots = items.slots(db, member.project, member.user)
+    free = []
+    for slot in slots[:project.max_held]:
+        if slot.seq == items.FREE:
+            free.append(slot)
+            continue
+        if slot.seq < 0:  # reserved by a claim that never finished (a crash): free it after a lease length
+            if (slot.since_us or 0) + project.lease_seconds * 1_000_000 < now:
+                items.free_slot(db, member.project, member.user, slot.slot, slot.lease_id)
+            continue
+        state = items.get(db, member.project, slot.seq)
+        if state is not None and state.status == items.IN_PROGRESS and state.held_by(member.user, slot.lease_id) \
+                and items.renew(db, member.project, slot.seq, member.user, slot.lease_id, until):
+            db.execute_many(queue_writes_for_lease(member.project, until, slot.seq, slot.lease_id))
+            return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
+                    "reason": None}
+        items.free_slot(db, member.project, member.user, slot.slot, slot.lease_id)  # finished or lost: free it
+        free.append(dataclasses.replace(slot, seq=items.FREE))
+    if not free:
+        return {"item": None, "reason": f"you hold {project.max_held} item(s) already"}
+    return _claim_new(db, project, member, free[0], now, until)
+
+
+def queue_writes_for_lease(project: str, until_us: int, seq: int, lease_id: int) -> list:
+    return [queue.lease_end_write(project, until_us, seq, lease_id)]
+
+
+def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot, now: int, until: int
+               ) -> dict[str, Any]:
+    lease_id = items.new_lease_id()
+    if not items.take_slot(db, project.project, member.user, slot.slot, lease_id, now):
+        return {"item": None, "reason": "another request of yours is taking an item; try again"}
+    quota = projects.teams(db, project.project).get(member.team) if member.team else None
+    counted = False
+    try:
+        if member.team:
+            if not items.change_usage(db, project.project, member.team, +1, quota):
+                return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
+            counted = True
+        claimed = _claim_from_queue(db, project, member, lease_id, now, until)
+        if claimed is None:
+            return {"item": None, "reason": "the queue is empty: no item is waiting"}
+        counted = False  # the item holds the unit now
+        items.name_slot_item(db, project.project, member.user, slot.slot, lease_id, claimed.seq)
+        return {"item": item_json(db, project.project, claimed), "reason": None}
+    finally:
+        if counted:
+            items.change_usage(db, project.project, member.team, -1, None)
+        if counted or not _slot_named(db, project.project, member.user, slot.slot, lease_id):
+            items.free_slot(db, project.project, member.user, slot.slot, lease_id)
+
+
+def _slot_named(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
+    return any(s.slot == slot and s.lease_id == lease_id and s.seq >= 0 for s in items.slots(db, project, user))
+
+
+def _claim_from_queue(db: Database, project: Project, member: Member, lease_id: int, now: int, until: int
+                      ) -> State | None:
+    """Claim one waiting item: read the first entries after the head, try a few at random."""
+    for _ in range(_ROUNDS):
+        pos = control.positions(db, project.project)
+        if pos is None:
+            return None
+        waiting = [e for e in queue.entries(db, project.project, queue.TAG, pos.tag_head, pos.tag_tail, _WINDOW)
+                   if e.taken_by is None]
+        if not waiting:
+            return None
+        for entry in random.sample(waiting, min(_TRIES, len(waiting))):
+            if items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id, now,
+                           until):
+                state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
+                              until, (), (), (), None, None, None, None, None)
+                db.execute_many([
+                    queue.lease_end_write(project.project, until, entry.seq, lease_id),
+                    (queue.MARK_TAKEN, (member.user, project.project, queue.TAG, entry.pos // queue.PAGE,
+                                        entry.pos)),
+                    *_event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
+                                                          member.user)),
+                ])
+                return state
+            _mark_if_dead(db, project.project, entry)
+    return None
+
+
+def _mark_if_dead(db: Database, project: str, entry: queue.Entry) -> None:
+    """Mark an entry taken once its item can no longer be claimed through it (claimed, finished, or queued
+    again elsewhere), so every taker skips it and the owner moves the head past it. An item the owner is still
+    queueing (New, not yet pointing at any entry) is left alone."""
+    state = items.get(db, project, entry.seq)
+    if state is None:
+        return
+    if state.status != items.NEW or (state.queue_pos >= 0 and state.queue_pos != entry.pos):
+        queue.mark_taken(db, project, queue.TAG, entry.pos, state.holder or "-")
+
+
+# -- submit, skip, missing, disable, verify -------------------------------------------------------------------
+
+def _lease(value: str | int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise Refused(422, "lease_id must be the decimal lease id that next returned") from exc
+
+
+def _held(db: Database, member: Member, seq: int) -> State:
+    state = items.get(db, member.project, seq)
+    if state is None:
+        raise Refused(404, f"no item {seq} in project {member.project}")
+    return state
+
+
+def _lost(state: State, member: Member) -> Refused:
+    if state.status == items.DISABLED:
+        return Refused(409, "an admin disabled this item")
+    if state.holder != member.user:
+        return Refused(409, "your lease expired and the item went to another tagger")
+    if state.status == items.NEW:
+        return Refused(409, "your lease expired and the item went back to the queue")
+    return Refused(409, f"this lease is no longer yours (item is {state.status})")
+
+
+def submit(db: Database, member: Member, seq: int, lease: str | int, categories: list[str],
+           subcategories: list[str], keywords: list[str]) -> dict[str, Any]:
+    project = project_of(db, member.project)
+    lease_id = _lease(lease)
+    unknown = [c for c in categories if c not in project.categories]
+    unknown_sub = [s for s in subcategories if s not in project.subcategories]
+    if unknown or unknown_sub:
+        raise Refused(422, "not in the project's lists: " + ", ".join(
+            [f"category {c!r}" for c in unknown] + [f"subcategory {s!r}" for s in unknown_sub]))
+    words = list(dict.fromkeys(k for k in map(effort.normalise_keyword, keywords) if k))
+    if len(words) > MAX_KEYWORDS or any(len(k) > effort.MAX_KEYWORD_LENGTH for k in words):
+        raise Refused(422, f"at most {MAX_KEYWORDS} keywords of at most {effort.MAX_KEYWORD_LENGTH} characters")
+    cats, subs = sorted(set(categories)), sorted(set(subcategories))
+    at = _now_us()
+    if not items.submit(db, member.project, seq, member.user, lease_id, cats, subs, words, at):
+        state = _held(db, member, seq)
+        if not (state.status in (items.TAGGED, items.VERIFIED) and state.held_by(member.user, lease_id)):
+            raise _lost(state, member)
+        # A retry of a submit that committed: finish what follows it, answer what was stored.
+    state = _held(db, member, seq)
+    duration_ms = max(0, ((state.tagged_us or at) - (state.lease_from_us or at)) // 1000)
+    db.execute_many([
+        *_event_writes(member.project, Event(state.tagged_us or at, seq, "tagged", member.user, state.team,
+                                             member.user, duration_ms, state.categories, state.subcategories,
+                                             state.keywords)),
+        *effort.keyword_writes(member.project, state.keywords),
+    ])
+    items.free_slot_of_lease(db, member.project, member.user, lease_id)
+    return {"item": item_json(db, member.project, state)}
+
+
+def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, Any]:
+    lease_id = _lease(lease)
+    if not items.skip(db, member.project, seq, member.user, lease_id, _now_us()):
+        state = _held(db, member, seq)
+        if not (state.status == items.NEW and state.holder == member.user and state.lease_id == lease_id):
+            raise _lost(state, member)
+    return _returned(db, member.project, _held(db, member, seq))
+
+
+def _returned(db: Database, project: str, state: State) -> dict[str, Any]:
+    """After an item went back (skip or expiry, which both end the lease at a stored time): log it for the owner
+    to queue, free the slot and the team's unit."""
+    ended = state.lease_until_us or 0
+    db.execute_many([
+        queue.lease_end_write(project, ended, state.seq, state.lease_id),
+        *_event_writes(project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
+    ])
+    if state.holder:
+        items.free_slot_of_lease(db, project, state.holder, state.lease_id)
+    if state.team:
+        items.change_usage(db, project, state.team, -1, None)
+    return {"item": item_json(db, project, state)}
+
+
+def return_expired(db: Database, project: str, seq: int, lease_id: int, now: int) -> bool:
+    """Return an item whose lease ran out to the queue (the owner's pass); False when it was submitted,
+    renewed or returned meanwhile."""
+    if not items.expire(db, project, seq, lease_id, now):
+        return False
+    state = items.get(db, project, seq)
+    if state is not None:
+        _returned(db, project, state)
+    return True
+
+
+def report_missing(db: Database, member: Member, seq: int, lease: str | int | None) -> dict[str, Any]:
+    state = _held(db, member, seq)
+    at = _now_us()
+    if member.role == "admin":
+        if state.status not in (items.NEW, items.IN_PROGRESS):
+            raise Refused(409, f"item is {state.status}: only New or InProgress items can be marked missing")
+        applied = items.admin_set(db, member.project, state, items.MISSING, at)
+    else:
+        applied = items.holder_missing(db, member.project, seq, member.user, _lease(lease), at)
+    if not applied:
+        state = _held(db, member, seq)
+        if state.status != items.MISSING:
+            raise _lost(state, member)
+    return _ended(db, member, _held(db, member, seq), "missing", held=state.status == items.IN_PROGRESS)
+
+
+def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
+    state = _held(db, member, seq)
+    if state.status == items.DISABLED:
+        return {"item": item_json(db, member.project, state)}
+    if state.status not in (items.NEW, items.IN_PROGRESS):
+        raise Refused(409, f"item is {state.status}: only New or InProgress items can be disabled")
+    if not items.admin_set(db, member.project, state, items.DISABLED, _now_us()):
+        raise Refused(409, "the item changed meanwhile; look again")
+    return _ended(db, member, _held(db, member, seq), "disabled", held=state.status == items.IN_PROGRESS)
+
+
+def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
+    """After an item left the workflow (missing, disabled): its event; the holder's slot and unit if held."""
+    db.execute_many(_event_writes(member.project, Event(state.tagged_us or _now_us(), state.seq, kind, state.holder,
+                                                        state.team, member.user)))
+    if held and state.holder:
+        items.free_slot_of_lease(db, member.project, state.holder, state.lease_id)
+        if state.team:
+            items.change_usage(db, member.project, state.team, -1, None)
+    return {"item": item_json(db, member.project, state)}
+
+
+def verify(db: Database, member: Member, seq: int, result: str, note: str) -> dict[str, Any]:
+    at = _now_us()
+    if not items.verify(db, member.project, seq, result, member.user, note, at):
+        state = _held(db, member, seq)
+        if not (state.status == items.VERIFIED and state.verifier == member.user
+                and state.verification == result):
+            raise Refused(409, "already verified" if state.status == items.VERIFIED
+                          else f"item is {state.status}: only Tagged items can be verified")
+    state = _held(db, member, seq)
+    db.execute_many(_event_writes(member.project, Event(state.verified_us or at, seq, "verified", state.holder,
+                                                        state.team, member.user, result=state.verification)))
+    return {"item": item_json(db, member.project, state)}
+
+
+# -- review list and statistics -------------------------------------------------------------------------------
+
+def review_list(db: Database, member: Member, limit: int) -> dict[str, Any]:
+    """Tagged items waiting for verification, oldest first (the review lane from its head)."""
+    pos = control.positions(db, member.project)
+    if pos is None:
+        raise Refused(404, f"no project {member.project}")
+    out: list[dict[str, Any]] = []
+    head = pos.review_head
+    while len(out) < limit and head < pos.review_tail:
+        batch = queue.entries(db, member.project, queue.REVIEW, head, pos.review_tail, 200)
+        if not batch:
+            break
+        states = items.many(db, member.project, [e.seq for e in batch])
+        for e in batch:
+            state = states.get(e.seq)
+            if state is not None and state.status == items.TAGGED and len(out) < limit:
+                out.append(item_json(db, member.project, state))
+        head = batch[-1].pos + 1
+    return {"items": out}
+
+
+def _person(row: dict[str, int]) -> dict[str, Any]:
+    finished = row.get("finished", 0)
+    return {"assigned": row.get("assigned", 0), "finished": finished, "correct": row.get("correct", 0),
+            "incorrect": row.get("incorrect", 0), "returned": row.get("returned", 0),
+            "average_seconds": round(row.get("time_ms", 0) / finished / 1000, 3) if finished else None}
+
+
+def stats(db: Database, project_id: str) -> dict[str, Any]:
+    project = project_of(db, project_id)
+    pos, found, rankings = control.shown(db, project_id)
+    whole = found.get(("project", ""), {})
+    done = whole.get("tagged", 0) + whole.get("disabled", 0) + whole.get("missing", 0)
+    teams = projects.teams(db, project_id)
+    people = {r.user_id: r.team for r in projects.members(db, project_id)}
+    return {
+        "project": {"total": project.total_items, "remaining": project.total_items - done,
+                    "queued": whole.get("queued", 0), "tagged": whole.get("tagged", 0),
+                    "verified": whole.get("verified", 0), "correct": whole.get("correct", 0),
+                    "incorrect": whole.get("incorrect", 0), "disabled": whole.get("disabled", 0),
+                    "source_missing": whole.get("missing", 0), "returned": whole.get("returned", 0)},
+        "teams": [{"team": t, "quota": q, "used": items.usage(db, project_id, t),
+                   **_person(found.get(("team", t), {}))} for t, q in sorted(teams.items())],
+        "users": [{"user": u, "team": people.get(u), **_person(row)}
+                  for (scope, u), row in sorted(found.items()) if scope == "user"],
+        "top": {kind: [{"name": n, "count": c} for n, c in rankings.get(kind, [])]
+                for kind in figures.USE_SCOPES},
+        "online": effort.online(db, project_id, _now_us()),
+        "as_of": _iso(pos.events_checkpoint) if pos is not None else None,
+    }

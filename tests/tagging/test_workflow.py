@@ -1,0 +1,214 @@
+"""The tagging workflow over REST on the real node: leases, reloads, idempotent submits, 409/422 refusals,
+skips, expiry, quotas, hold limits, QA, disable, missing sources, figures against an independent count."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from api.network import posts
+from api.tagging import control, items, queue, reconcile, worker
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _next(client, made, user: str) -> dict:
+    r = client.post(f"/tagging/projects/{made.project}/next", headers=_h(made.tokens[user]))
+    assert r.status_code == 200, r.get_json()
+    return r.get_json()
+
+
+def _submit(client, made, user: str, item: dict, categories=("news",), subcategories=(), keywords=()):
+    return client.post(f"/tagging/projects/{made.project}/items/{item['seq']}/submit", headers=_h(made.tokens[user]),
+                       json={"lease_id": item["lease_id"], "categories": list(categories),
+                             "subcategories": list(subcategories), "keywords": list(keywords)})
+
+
+def test_next_gives_each_tagger_their_own_item_and_a_reload_gives_it_again(client, make_project):
+    made = make_project(items=6)
+    ann, bob = _next(client, made, "ann")["item"], _next(client, made, "bob")["item"]
+    assert ann["seq"] != bob["seq"] and ann["status"] == "InProgress" and ann["holder"] == "ann"
+    again = _next(client, made, "ann")["item"]
+    assert again["seq"] == ann["seq"] and again["lease_id"] == ann["lease_id"]
+    assert again["lease_until"] >= ann["lease_until"]  # renewed, not shortened
+    assert ann["source"]["text"].startswith("post ") and not ann["source"]["missing"]
+
+
+def test_submit_is_idempotent_and_refuses_unknown_categories(client, make_project):
+    made = make_project(items=3)
+    item = _next(client, made, "ann")["item"]
+    bad = _submit(client, made, "ann", item, categories=["news", "weather"])
+    assert bad.status_code == 422 and "weather" in bad.get_json()["message"]
+    bad_sub = _submit(client, made, "ann", item, subcategories=["galaxy"])
+    assert bad_sub.status_code == 422 and "galaxy" in bad_sub.get_json()["message"]
+    words = ["  Big   Match ", "big match", "ＧＯＡＬ"]
+    first = _submit(client, made, "ann", item, ["sport", "news"], ["local"], words)
+    assert first.status_code == 200
+    stored = first.get_json()["item"]
+    assert stored["status"] == "Tagged" and stored["categories"] == ["news", "sport"]
+    assert stored["keywords"] == ["big match", "goal"]  # normalised, duplicates dropped
+    retry = _submit(client, made, "ann", item, ["sport", "news"], ["local"], words)
+    assert retry.status_code == 200 and retry.get_json()["item"] == stored
+    assert _next(client, made, "ann")["item"]["seq"] != item["seq"]  # the slot was freed: a new item
+
+
+def test_an_expired_lease_goes_back_to_the_queue_and_a_late_submit_gets_409(client, db, make_project):
+    made = make_project(items=1, lease_seconds=1)
+    item = _next(client, made, "ann")["item"]
+    assert _next(client, made, "bob")["item"] is None  # the only item is held
+    time.sleep(1.2)
+    assert worker.run_once(db, made.project)["expired"] == 1
+    taken = _next(client, made, "bob")["item"]
+    assert taken["seq"] == item["seq"] and taken["lease_id"] != item["lease_id"]
+    late = _submit(client, made, "ann", item)
+    assert late.status_code == 409 and "another tagger" in late.get_json()["message"]
+    assert _submit(client, made, "bob", taken).status_code == 200
+
+
+def test_a_late_submit_before_anyone_took_the_item_still_counts(client, db, make_project):
+    made = make_project(items=2, lease_seconds=1)
+    item = _next(client, made, "ann")["item"]
+    time.sleep(1.2)
+    assert _submit(client, made, "ann", item).status_code == 200  # expired but not yet returned: still hers
+    assert worker.run_once(db, made.project)["expired"] == 0  # the expiry transaction loses to the submit
+
+
+def test_skip_returns_the_item_and_the_next_pass_queues_it_once(client, db, make_project):
+    made = make_project(items=2, queue_size=5)
+    item = _next(client, made, "ann")["item"]
+    r = client.post(f"/tagging/projects/{made.project}/items/{item['seq']}/skip", headers=_h(made.tokens["ann"]),
+                    json={"lease_id": item["lease_id"]})
+    assert r.status_code == 200 and r.get_json()["item"]["status"] == "New"
+    worker.run_once(db, made.project)
+    pos = control.positions(db, made.project)
+    waiting = [e.seq for e in queue.entries(db, made.project, queue.TAG, pos.tag_head, pos.tag_tail, 100)
+               if e.taken_by is None]
+    assert sorted(waiting) == [0, 1]  # both items waiting, each once
+    seen = {_next(client, made, "bob")["item"]["seq"], _next(client, made, "ann")["item"]["seq"]}
+    assert seen == {0, 1}
+
+
+def test_a_team_quota_and_the_hold_limit_are_never_passed(client, db, make_project):
+    made = make_project(items=10, teams={"red": 2, "blue": None},
+                        people={"ann": ("red", "tagger"), "bob": ("red", "tagger"), "cy": ("red", "tagger"),
+                                "dee": ("blue", "tagger")}, max_held=1)
+    a, b = _next(client, made, "ann")["item"], _next(client, made, "bob")["item"]
+    refused = _next(client, made, "cy")
+    assert refused["item"] is None and "quota of 2" in refused["reason"]
+    assert _next(client, made, "dee")["item"] is not None  # another team is not limited by red's quota
+    assert _submit(client, made, "ann", a).status_code == 200
+    assert _next(client, made, "cy")["item"] is None  # finished items count against the quota too
+    skip = client.post(f"/tagging/projects/{made.project}/items/{b['seq']}/skip", headers=_h(made.tokens["bob"]),
+                       json={"lease_id": b["lease_id"]})
+    assert skip.status_code == 200
+    assert _next(client, made, "cy")["item"] is not None  # a skipped item gives its unit back
+    assert items.usage(db, made.project, "red") == 2
+
+
+def test_qa_verifies_once_and_roles_are_enforced(client, db, make_project):
+    made = make_project(items=3)
+    item = _next(client, made, "ann")["item"]
+    assert _submit(client, made, "ann", item, keywords=["x1"]).status_code == 200
+    worker.run_once(db, made.project)
+    url = f"/tagging/projects/{made.project}"
+    listed = client.get(f"{url}/review", headers=_h(made.tokens["quinn"])).get_json()["items"]
+    assert [i["seq"] for i in listed] == [item["seq"]]
+    assert client.get(f"{url}/review", headers=_h(made.tokens["ann"])).status_code == 403
+    assert client.post(f"{url}/next", headers=_h(made.tokens["quinn"])).status_code == 403
+    assert client.post(f"{url}/items/{item['seq']}/verify", headers=_h(made.tokens["ann"]),
+                       json={"result": "Correct"}).status_code == 403
+    ok = client.post(f"{url}/items/{item['seq']}/verify", headers=_h(made.tokens["quinn"]),
+                     json={"result": "Incorrect", "note": "it is sport"})
+    assert ok.status_code == 200 and ok.get_json()["item"]["status"] == "QAVerified"
+    assert ok.get_json()["item"]["verification"] == "Incorrect" and ok.get_json()["item"]["note"] == "it is sport"
+    again = client.post(f"{url}/items/{item['seq']}/verify", headers=_h(made.tokens["quinn"]),
+                        json={"result": "Incorrect", "note": "it is sport"})
+    assert again.status_code == 200
+    other = client.post(f"{url}/items/{item['seq']}/verify", headers=_h(made.tokens["quinn"]),
+                        json={"result": "Correct"})
+    assert other.status_code == 409
+    worker.run_once(db, made.project)
+    assert client.get(f"{url}/review", headers=_h(made.tokens["quinn"])).get_json()["items"] == []
+
+
+def test_disable_and_a_deleted_source(client, db, make_project):
+    made = make_project(items=3)
+    url = f"/tagging/projects/{made.project}"
+    item = _next(client, made, "ann")["item"]
+    r = client.post(f"{url}/items/{item['seq']}/disable", headers=_h(made.tokens["ann"]))
+    assert r.status_code == 403
+    r = client.post(f"{url}/items/{item['seq']}/disable", headers=_h(made.tokens["ada"]))
+    assert r.status_code == 200 and r.get_json()["item"]["status"] == "Disabled"
+    late = _submit(client, made, "ann", item)
+    assert late.status_code == 409 and "disabled" in late.get_json()["message"]
+    post = posts.get_post(db, made.network, made.post_ids[_next(client, made, "bob")["item"]["seq"]])
+    posts.delete_post_rows(db, made.network, post)
+    shown = _next(client, made, "bob")["item"]
+    assert shown["source"]["missing"] is True and "text" not in shown["source"]
+    r = client.post(f"{url}/items/{shown['seq']}/missing", headers=_h(made.tokens["bob"]),
+                    json={"lease_id": shown["lease_id"]})
+    assert r.status_code == 200 and r.get_json()["item"]["status"] == "SourceMissing"
+    assert _next(client, made, "bob")["item"]["seq"] not in (item["seq"], shown["seq"])
+
+
+def test_tokens_are_scoped_to_their_project(client, make_project):
+    one, two = make_project(items=1), make_project(items=1)
+    url = f"/tagging/projects/{one.project}"
+    assert client.post(f"{url}/next").status_code == 401
+    assert client.post(f"{url}/next", headers=_h("tg_not-a-token")).status_code == 401
+    r = client.post(f"{url}/next", headers=_h(two.tokens["ann"]))
+    assert r.status_code == 403 and "another project" in r.get_json()["message"]
+    me = client.get("/tagging/me", headers=_h(one.tokens["quinn"])).get_json()
+    assert me == {"project": one.project, "user": "quinn", "team": "red", "role": "qa"}
+    assert client.get("/tagging/projects/nope/stats", headers=_h("test-admin-token")).status_code == 404
+
+
+def test_figures_equal_an_independent_count_and_reconcile_agrees(client, db, make_project):
+    made = make_project(items=12)
+    expected_finished: Counter = Counter()
+    used: Counter = Counter()
+    plan = [("ann", ["news"], ["storm", "rain"]), ("bob", ["news", "sport"], ["storm"]),
+            ("ann", ["other"], ["storm", "sun"]), ("bob", ["sport"], ["rain"]), ("ann", ["news"], ["fog"])]
+    for user, cats, words in plan:
+        item = _next(client, made, user)["item"]
+        assert _submit(client, made, user, item, cats, [], words).status_code == 200
+        expected_finished[user] += 1
+        used.update(f"c:{c}" for c in cats)
+        used.update(f"k:{w}" for w in words)
+    time.sleep(worker.SETTLE_US / 1e6 + 0.5)
+    worker.run_once(db, made.project)
+    stats = client.get(f"/tagging/projects/{made.project}/stats", headers=_h(made.tokens["ada"])).get_json()
+    assert stats["project"]["tagged"] == 5 and stats["project"]["remaining"] == 12 - 5
+    assert {u["user"]: u["finished"] for u in stats["users"]} == dict(expected_finished)
+    assert {u["user"]: u["assigned"] for u in stats["users"]} == dict(expected_finished)
+    assert stats["teams"][0]["finished"] == 5 and stats["teams"][0]["used"] == 5
+    top_words = [(t["name"], t["count"]) for t in stats["top"]["keywords"]]
+    assert top_words == [("storm", 3), ("rain", 2), ("fog", 1), ("sun", 1)]
+    assert [(t["name"], t["count"]) for t in stats["top"]["categories"]] == [("news", 3), ("sport", 2), ("other", 1)]
+    assert stats["online"] == 3  # ann, bob and ada made requests just now
+    done = reconcile.reconcile(db, made.project)
+    assert done["differences"] == {} and done["missing_events"] == 0 and done["events"] == 10
+    completion = client.get(f"/tagging/projects/{made.project}/keywords?prefix=ST",
+                            headers=_h(made.tokens["ann"])).get_json()
+    assert completion == {"keywords": ["storm"]}
+
+
+def test_reconcile_repairs_a_lost_event_and_drifted_figures(client, db, make_project):
+    made = make_project(items=4)
+    item = _next(client, made, "ann")["item"]
+    state = items.get(db, made.project, item["seq"])
+    # A submit whose request died after its transaction: the item is Tagged, the effort event never written.
+    assert items.submit(db, made.project, item["seq"], "ann", int(item["lease_id"]), ["news"], [], ["lost"],
+                        state.lease_from_us + 1000)
+    time.sleep(worker.SETTLE_US / 1e6 + 0.5)
+    worker.run_once(db, made.project)
+    found = reconcile.reconcile(db, made.project)
+    assert found["missing_events"] == 1 and "project/" in found["differences"]
+    fixed = reconcile.reconcile(db, made.project, repair=True)
+    assert fixed["repaired"] is True
+    assert reconcile.reconcile(db, made.project)["differences"] == {}
+    worker.run_once(db, made.project)  # the owner reloads after the repair and keeps the repaired figures
+    stats = client.get(f"/tagging/projects/{made.project}/stats", headers=_h(made.tokens["ada"])).get_json()
+    assert stats["project"]["tagged"] == 1 and stats["top"]["keywords"] == [{"name": "lost", "count": 1}]
