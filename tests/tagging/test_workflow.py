@@ -212,3 +212,27 @@ def test_reconcile_repairs_a_lost_event_and_drifted_figures(client, db, make_pro
     worker.run_once(db, made.project)  # the owner reloads after the repair and keeps the repaired figures
     stats = client.get(f"/tagging/projects/{made.project}/stats", headers=_h(made.tokens["ada"])).get_json()
     assert stats["project"]["tagged"] == 1 and stats["top"]["keywords"] == [{"name": "lost", "count": 1}]
+
+
+def test_the_sample_project_lists_the_sample_messages_and_its_tokens_work(client, db, settings):
+    from api.slack.sample import load_sample as load_slack_sample
+    from api.slack.sample import sample_events
+    from api.tagging.sample import load_sample
+
+    load_slack_sample(db, settings)
+    first = load_sample(db)
+    second = load_sample(db)  # idempotent project; new tokens, the old ones revoked
+    # Independently from the sample's script: every message posted, less the ones deleted later.
+    events = [e for e in sample_events() if e.get("type") == "message"]
+    posted = {e["ts"] for e in events if e.get("subtype") in (None, "thread_broadcast", "bot_message")}
+    deleted = {e["deleted_ts"] for e in events if e.get("subtype") == "message_deleted"}
+    assert first["items"] == second["items"] == len(posted - deleted) == 7
+    old, new = first["tokens"]["ann (tagger)"], second["tokens"]["ann (tagger)"]
+    assert client.get("/tagging/me", headers=_h(old)).status_code == 401
+    item = client.post("/tagging/projects/sample/next", headers=_h(new)).get_json()["item"]
+    assert item["source"]["missing"] is False and item["source"]["channel"] in ("general", "random")
+    replies = [client.get(f"/tagging/projects/sample/items/{seq}", headers=_h("test-admin-token")).get_json()["item"]
+               for seq in range(first["items"])]
+    reply = next(r for r in replies if r["source"]["ts"] == "1763700040.000000")
+    assert [t["text"] for t in reply["source"]["thread"]][-1] == next(
+        e["text"] for e in events if e["ts"] == "1763700030.000000")  # the thread so far, up to the reply
