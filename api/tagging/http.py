@@ -44,7 +44,7 @@ _VALID_PROJECT = __import__("re").compile(PROJECT_PATTERN)
 
 def _member(project: str, roles: tuple[str, ...] = ("tagger", "qa", "admin")) -> Member:
     member = access.require_member(current_app.config["CHRONICLE_SETTINGS"], project, roles)
-    if not _VALID_PROJECT.match(project) or projects.get(get_db(), project) is None:
+    if not _VALID_PROJECT.match(project) or projects.get_cached(get_db(), project) is None:
         abort(404, message=f"no project {project}")
     return member
 

@@ -66,9 +66,8 @@ SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE
 TAKE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
     "IF seq = -1", idempotent=False)
-SET_SLOT_ITEM = Statement(
-    "UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
-    idempotent=False)
+# The slot is reserved for this claim (seq = -3, its lease): nothing else writes it until it is named.
+SET_SLOT_ITEM = Statement("UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ?")
 FREE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = -1 WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
     idempotent=False)
@@ -211,8 +210,8 @@ def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, n
     return was_applied(db.execute(TAKE_SLOT, (-3, lease_id, now_us, project, user, slot)))
 
 
-def name_slot_item(db: Database, project: str, user: str, slot: int, lease_id: int, seq: int) -> None:
-    db.execute(SET_SLOT_ITEM, (seq, project, user, slot, lease_id))
+def name_slot_item(db: Database, project: str, user: str, slot: int, seq: int) -> None:
+    db.execute(SET_SLOT_ITEM, (seq, project, user, slot))
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:

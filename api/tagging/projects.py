@@ -120,6 +120,37 @@ def get(db: Database, project: str) -> Project | None:
     return _project(row) if row is not None else None
 
 
+_DEFINITION_SECONDS = 10.0  # a definition never changes once made; teams' quotas may, and are re-read this often
+_cached: dict[tuple[str, str, str], tuple[float, Any]] = {}
+_cached_lock = threading.Lock()
+
+
+def _cache(db: Database, kind: str, project: str, read: Any) -> Any:
+    key = (db.keyspace, kind, project)
+    now = time.monotonic()
+    with _cached_lock:
+        hit = _cached.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    value = read()
+    if value is not None:
+        with _cached_lock:
+            if len(_cached) > 10_000:
+                _cached.clear()
+            _cached[key] = (now + _DEFINITION_SECONDS, value)
+    return value
+
+
+def get_cached(db: Database, project: str) -> Project | None:
+    """The definition, cached per process (hot path: every workflow request needs it)."""
+    return _cache(db, "project", project, lambda: get(db, project))
+
+
+def teams_cached(db: Database, project: str) -> dict[str, int | None]:
+    """Teams and quotas, cached per process for 10 s: a changed quota applies within that time."""
+    return _cache(db, "teams", project, lambda: teams(db, project))
+
+
 def every(db: Database) -> list[str]:
     return [r.project for r in db.execute(ALL_PROJECTS)]
 

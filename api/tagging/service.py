@@ -89,7 +89,7 @@ def add_member(db: Database, project: str, user: str, team: str, role: str) -> s
 
 
 def project_of(db: Database, project: str) -> Project:
-    found = projects.get(db, project)
+    found = projects.get_cached(db, project)
     if found is None:
         raise Refused(404, f"no project {project}")
     return found
@@ -168,8 +168,8 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
     lease_id = items.new_lease_id()
     if not items.take_slot(db, project.project, member.user, slot.slot, lease_id, now):
         return {"item": None, "reason": "another request of yours is taking an item; try again"}
-    quota = projects.teams(db, project.project).get(member.team) if member.team else None
-    counted = False
+    quota = projects.teams_cached(db, project.project).get(member.team) if member.team else None
+    counted = named = False
     try:
         if member.team:
             if not items.change_usage(db, project.project, member.team, +1, quota):
@@ -179,17 +179,14 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
         if claimed is None:
             return {"item": None, "reason": "the queue is empty: no item is waiting"}
         counted = False  # the item holds the unit now
-        items.name_slot_item(db, project.project, member.user, slot.slot, lease_id, claimed.seq)
+        items.name_slot_item(db, project.project, member.user, slot.slot, claimed.seq)
+        named = True
         return {"item": item_json(db, project.project, claimed), "reason": None}
     finally:
         if counted:
             items.change_usage(db, project.project, member.team, -1, None)
-        if counted or not _slot_named(db, project.project, member.user, slot.slot, lease_id):
+        if not named:
             items.free_slot(db, project.project, member.user, slot.slot, lease_id)
-
-
-def _slot_named(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
-    return any(s.slot == slot and s.lease_id == lease_id and s.seq >= 0 for s in items.slots(db, project, user))
 
 
 def _claim_from_queue(db: Database, project: Project, member: Member, lease_id: int, now: int, until: int
