@@ -67,13 +67,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
 def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
-    try:
-        from api.tagging.pages import bp as tagging_pages
-    except ModuleNotFoundError as exc:
-        if exc.name != "api.tagging.pages":
-            raise
-    else:
-        app.register_blueprint(tagging_pages)
+    from api.tagging.pages import bp as tagging_pages
+
+    app.register_blueprint(tagging_pages)
 
 
 def _document_server_refusals(api: Api) -> None:

@@ -87,3 +87,19 @@ def cluster_up(rf3_cluster: list[NodeSpec]) -> list[NodeSpec]:
     """The cluster with every node running (an earlier test may have stopped one)."""
     start_cluster(rf3_cluster)
     return rf3_cluster
+
+
+@pytest.fixture(scope="module")
+def served(app):
+    """The app on a real HTTP server on loopback, for browser tests (tests/browser.py)."""
+    from tests.browser import serve
+
+    yield from serve(app)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, driven by Playwright (tests/browser.py)."""
+    from tests.browser import chromium
+
+    yield from chromium()

@@ -103,8 +103,10 @@ def resolve(db: Database, ref: str) -> dict[str, Any]:
         team, channel, ts = rest.split(":")
         chain = channels.chain_ids(channels.id_chain(db, team, channel), channel) or [channel]
         message = messages.find(db, team, chain, int(ts), include_deleted=False)
+        meta = channels.current(db, team, channel)
+        channel_name = (getattr(meta, "name", None) or channel) if meta is not None else channel
         if message is None:
-            return {"ref": ref, "kind": "slack", "missing": True, "channel": channel, "thread": []}
+            return {"ref": ref, "kind": "slack", "missing": True, "channel": channel_name, "thread": []}
         names: dict[str, str | None] = {}
         thread = []
         if message.thread_ts is not None and message.thread_ts != message.ts:
@@ -113,12 +115,11 @@ def resolve(db: Database, ref: str) -> dict[str, Any]:
                                          include_deleted=False)
             earlier = ([parent] if parent is not None else []) + [r for r in replies if r.ts < message.ts]
             thread = [{"author": _slack_name(db, team, m.user, names) or m.user, "text": m.text or "",
-                       "time": _iso(m.ts)} for m in earlier[-_THREAD_CONTEXT:]]
-        meta = channels.current(db, team, channel)
+                       "time": iso(m.ts)} for m in earlier[-_THREAD_CONTEXT:]]
         return {"ref": ref, "kind": "slack", "missing": False, "text": message.text or "",
                 "author": _slack_name(db, team, message.user, names) or message.user or message.username,
-                "author_id": message.user, "time": _iso(message.ts),
-                "channel": (getattr(meta, "name", None) or channel) if meta is not None else channel,
+                "author_id": message.user, "time": iso(message.ts),
+                "channel": channel_name,
                 "ts": us_to_ts(message.ts), "thread": thread}
     network, _, post_id = rest.partition(":")
     post = posts.get_post(db, network, int(post_id))
@@ -129,8 +130,9 @@ def resolve(db: Database, ref: str) -> dict[str, Any]:
             "time": post.posted_at.isoformat().replace("+00:00", "Z"), "channel": None, "thread": []}
 
 
-def _iso(us: int) -> str:
+def iso(us: int) -> str:
+    """Epoch microseconds as ISO 8601 UTC with a Z."""
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
 
 
-__all__ = ["SourceError", "refs", "resolve", "validate"]
+__all__ = ["SourceError", "iso", "refs", "resolve", "validate"]

@@ -4,45 +4,12 @@ cells and points. A screenshot of the page is kept under test-artifacts/."""
 
 from __future__ import annotations
 
-import shutil
-import threading
-from pathlib import Path
-
-import pytest
-from playwright.sync_api import sync_playwright
-from werkzeug.serving import make_server
-
 from api.slack import channels
 from api.slack.reports import service
 from api.slack.reports.period import Period
+from tests.browser import ARTIFACTS
 from tests.helpers import READ_TOKEN
 from tests.slack.conftest import REPORT_BASE
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# Chromium's own background traffic is refused on a closed network; these keep it quiet and the run offline.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
-
-
-@pytest.fixture(scope="module")
-def served(app):
-    """The app on a real HTTP server on loopback (werkzeug, in a thread)."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    assert Path(CHROMIUM).exists(), "Debian's chromium is installed by bootstrap.sh"
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_the_report_page_renders_every_chart_offline(db, served, browser, report_workspace):

@@ -1,0 +1,123 @@
+"""The tagging web pages: sign in with a personal token (/tagging), the tagger's page (.../tag), the QA page
+(.../qa) and the dashboard (.../dashboard) of a project (/tagging/projects/<p>).
+
+Plain Flask (HTML is not part of the OpenAPI document). The pages are rendered on the server with the project's
+fixed lists (categories, subcategories), and the JS in api/static/tagging/ fetches everything that changes from
+the REST API, which accepts the HttpOnly cookie set here. The Content-Security-Policy allows only this origin's
+scripts and styles (no inline code), so archived text can never run as script even if some code slipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, Response, redirect, render_template, request
+
+from api.db import get_db
+from api.tagging import access, projects
+from api.tagging.projects import Member, Project
+
+_API_DIR = Path(__file__).resolve().parents[1]
+
+# Templates are looked up as "tagging/<name>.html" (api/templates/tagging/): a bare "base.html" could be shadowed
+# by another blueprint's template of the same name in Flask's shared loader.
+bp = Blueprint("tagging_pages", __name__, template_folder=str(_API_DIR / "templates"),
+               static_folder=str(_API_DIR / "static" / "tagging"), static_url_path="/tagging/static")
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+# The QA page lives at .../qa, not .../review: GET /tagging/projects/<p>/review is the REST review list (JSON), and
+# one URL and method can only have one view.
+PAGE_PATHS = {"tag": "tag", "review": "qa", "dashboard": "dashboard"}
+HOME = {"tagger": "tag", "qa": "review", "admin": "dashboard"}  # the page each role lands on after signing in
+PAGE_ROLES = {"tag": ("tagger", "admin"), "review": ("qa", "admin"), "dashboard": ("tagger", "qa", "admin")}
+
+
+def page_url(project: str, page: str) -> str:
+    return f"/tagging/projects/{project}/{PAGE_PATHS[page]}"
+
+
+def home_url(member: Member) -> str:
+    return page_url(member.project, HOME.get(member.role, "dashboard"))
+
+
+@bp.app_template_global("tagging_page_url")
+def _tagging_page_url(project: str, page: str) -> str:
+    return page_url(project, page)
+
+
+@bp.after_request
+def _secure(response: Response) -> Response:
+    response.headers.update(SECURITY_HEADERS)
+    if response.mimetype == "text/html":
+        response.headers["Cache-Control"] = "no-store"  # pages name a person and their project: never cached
+    return response
+
+
+def _signin_page(error: str | None = None, status: int = 200) -> tuple[str, int]:
+    return render_template("tagging/signin.html", error=error, member=None), status
+
+
+@bp.get("/tagging")
+def signin_form() -> tuple[str, int]:
+    return _signin_page()
+
+
+@bp.post("/tagging/signin")
+def signin() -> Response | tuple[str, int]:
+    token = request.form.get("token", "").strip()
+    # Only personal tokens: the global admin token is for scripts, never stored in a browser cookie.
+    member = access.member_for_token(token) if token else None
+    if member is None:
+        return _signin_page("Unknown token. Paste the personal token printed by 'chronicle tagging add-user'.", 401)
+    response = redirect(home_url(member), code=303)
+    response.set_cookie(access.COOKIE, token, httponly=True, samesite="Strict", path="/tagging",
+                        secure=request.is_secure)
+    return response
+
+
+@bp.route("/tagging/signout", methods=["GET", "POST"])
+def signout() -> Response:
+    response = redirect("/tagging", code=303)
+    response.delete_cookie(access.COOKIE, path="/tagging", httponly=True, samesite="Strict",
+                           secure=request.is_secure)
+    return response
+
+
+def _forbidden(member: Member, message: str) -> tuple[str, int]:
+    return render_template("tagging/forbidden.html", member=member, message=message, project=None,
+                           home=home_url(member)), 403
+
+
+def _page(project_id: str, page: str) -> Response | tuple[str, int]:
+    member = access.member_from_cookie()
+    if member is None:
+        return redirect("/tagging", code=303)
+    if member.project != project_id:
+        return _forbidden(member, f"You are signed in to project {member.project}, not {project_id}.")
+    if member.role not in PAGE_ROLES[page]:
+        return _forbidden(member, f"A {member.role} cannot open the {page} page of this project.")
+    project: Project | None = projects.get(get_db(), project_id)
+    if project is None:
+        return render_template("tagging/forbidden.html", member=member, project=None, home=home_url(member),
+                               message=f"Project {project_id} does not exist (any more)."), 404
+    return render_template(f"tagging/{page}.html", member=member, project=project, page=page), 200
+
+
+@bp.get("/tagging/projects/<project_id>/tag")
+def tag_page(project_id: str) -> Response | tuple[str, int]:
+    return _page(project_id, "tag")
+
+
+@bp.get("/tagging/projects/<project_id>/qa")
+def review_page(project_id: str) -> Response | tuple[str, int]:
+    return _page(project_id, "review")
+
+
+@bp.get("/tagging/projects/<project_id>/dashboard")
+def dashboard_page(project_id: str) -> Response | tuple[str, int]:
+    return _page(project_id, "dashboard")
