@@ -9,6 +9,7 @@ events and figures are derived from these and rewritten idempotently.
 from __future__ import annotations
 
 import dataclasses
+import random
 import secrets
 from typing import Any
 
@@ -72,12 +73,14 @@ FREE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = -1 WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
     idempotent=False)
 
-PUT_USAGE = Statement("INSERT INTO tagging_team_usage (project, team, used) VALUES (?, ?, 0) IF NOT EXISTS",
-                      idempotent=False)
-GET_USAGE = Statement("SELECT used FROM tagging_team_usage WHERE project = ? AND team = ?")
-SET_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? IF used = ?",
-                      idempotent=False)
-FORCE_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ?")
+USAGE_SHARDS = 8
+PUT_USAGE = Statement(
+    "INSERT INTO tagging_team_usage (project, team, shard, used) VALUES (?, ?, ?, 0) IF NOT EXISTS", idempotent=False)
+GET_USAGE = Statement("SELECT shard, used FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?")
+SET_USAGE = Statement(
+    "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ?",
+    idempotent=False)
+FORCE_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +113,21 @@ class State:
         return self.holder == user and self.lease_id == lease_id
 
 
-def new_lease_id() -> int:
-    return secrets.randbits(62) + 1
+# A lease id carries its start time and the holder's slot (start_us << 11 | slot << 4 | 4 random bits): a submit
+# knows both from the id it is given, without reading the item or the slots first.
+_SLOT_BITS, _RANDOM_BITS = 7, 4
+
+
+def new_lease_id(start_us: int, slot: int) -> int:
+    return (start_us << (_SLOT_BITS + _RANDOM_BITS)) | (slot << _RANDOM_BITS) | secrets.randbits(_RANDOM_BITS)
+
+
+def lease_start(lease_id: int) -> int:
+    return lease_id >> (_SLOT_BITS + _RANDOM_BITS)
+
+
+def lease_slot(lease_id: int) -> int:
+    return (lease_id >> _RANDOM_BITS) & ((1 << _SLOT_BITS) - 1)
 
 
 def new_writes(project: str, first: int, count: int) -> list[tuple[Statement, Any]]:
@@ -206,12 +222,12 @@ def slots(db: Database, project: str, user: str) -> list[Slot]:
 
 
 def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, now_us: int) -> bool:
-    """Reserve a free slot for lease `lease_id` (the item is named once the claim succeeded)."""
+    """Reserve a free slot for lease `lease_id` (the item is named once the claim succeeded)."""  # seq -3
     return was_applied(db.execute(TAKE_SLOT, (-3, lease_id, now_us, project, user, slot)))
 
 
-def name_slot_item(db: Database, project: str, user: str, slot: int, seq: int) -> None:
-    db.execute(SET_SLOT_ITEM, (seq, project, user, slot))
+def name_slot_write(project: str, user: str, slot: int, seq: int) -> tuple[Statement, Any]:
+    return SET_SLOT_ITEM, (seq, project, user, slot)
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
@@ -219,37 +235,58 @@ def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -
 
 
 def free_slot_of_lease(db: Database, project: str, user: str, lease_id: int) -> None:
-    for slot in slots(db, project, user):
-        if slot.lease_id == lease_id and slot.seq != FREE:
-            free_slot(db, project, user, slot.slot, lease_id)
+    """Free the slot a lease holds (the lease id names it), if it still holds it."""
+    free_slot(db, project, user, lease_slot(lease_id), lease_id)
 
 
 # -- team quotas --------------------------------------------------------------------------------------------
 
+def shard_quota(quota: int, shard: int) -> int:
+    """A shard's share of the quota: the shares add up to the quota exactly."""
+    return quota // USAGE_SHARDS + (1 if shard < quota % USAGE_SHARDS else 0)
+
+
 def make_usage(db: Database, project: str, team: str) -> None:
-    db.execute(PUT_USAGE, (project, team))
+    for shard in range(USAGE_SHARDS):
+        db.execute(PUT_USAGE, (project, team, shard))
+
+
+def usage_by_shard(db: Database, project: str, team: str) -> dict[int, int]:
+    rows = db.execute(GET_USAGE, (project, team, list(range(USAGE_SHARDS))))
+    return {r.shard: r.used or 0 for r in rows}
 
 
 def usage(db: Database, project: str, team: str) -> int:
-    row = db.execute(GET_USAGE, (project, team)).one()
-    return row.used if row is not None and row.used is not None else 0
+    return sum(usage_by_shard(db, project, team).values())
+
+
+_guess: dict[tuple[str, str, str, int], int] = {}  # last value seen per shard: the first compare-and-set's guess
 
 
 def change_usage(db: Database, project: str, team: str, delta: int, quota: int | None) -> bool:
-    """Add `delta` to the team's usage with compare-and-set; False (nothing changed) when that would pass the
-    quota. A refused compare-and-set returns the current value, so a retry needs no extra read."""
-    current = usage(db, project, team)
-    for _ in range(100):
-        new = max(0, current + delta)
-        if delta > 0 and quota is not None and new > quota:
-            return False
-        result = db.execute(SET_USAGE, (new, project, team, current))
-        row = result.one()
-        if row is not None and row[0]:
-            return True
-        current = row.used if row is not None and row.used is not None else 0
-    raise RuntimeError(f"team usage of {project}/{team}: compare-and-set kept losing")
+    """Take (+1) or give back (-1) one unit of the team's quota with compare-and-set on one shard, trying the
+    shards in random order; False when every shard is full (or, giving back, empty). A refused compare-and-set
+    returns the current value, so a retry needs no read; the first try uses the last value this process saw."""
+    order = random.sample(range(USAGE_SHARDS), USAGE_SHARDS)
+    for shard in order:
+        cap = None if quota is None or delta < 0 else shard_quota(quota, shard)
+        key = (db.keyspace, project, team, shard)
+        current = _guess.get(key)
+        if current is None:
+            current = usage_by_shard(db, project, team).get(shard, 0)
+        for _ in range(50):
+            new = current + delta
+            if new < 0 or (cap is not None and new > cap):
+                break
+            row = db.execute(SET_USAGE, (new, project, team, shard, current)).one()
+            if row is not None and row[0]:
+                _guess[key] = new
+                return True
+            current = row.used if row is not None and row.used is not None else 0
+        _guess[key] = current
+    return False
 
 
-def force_usage(db: Database, project: str, team: str, used: int) -> None:
-    db.execute(FORCE_USAGE, (used, project, team))
+def force_usage(db: Database, project: str, team: str, used_by_shard: dict[int, int]) -> None:
+    for shard, used in used_by_shard.items():
+        db.execute(FORCE_USAGE, (used, project, team, shard))

@@ -19,10 +19,10 @@ PAGE = 1000  # positions per queue partition
 MINUTE_US = 60_000_000
 TAG, REVIEW = "tag", "review"
 
-PUT_ENTRY = Statement("INSERT INTO tagging_queue (project, lane, page, pos, seq) VALUES (?, ?, ?, ?, ?)")
+PUT_ENTRY = Statement("INSERT INTO tagging_queue (project, lane, page, pos, seq, ref) VALUES (?, ?, ?, ?, ?, ?)")
 MARK_TAKEN = Statement("UPDATE tagging_queue SET taken_by = ? WHERE project = ? AND lane = ? AND page = ? AND pos = ?")
 ENTRIES = Statement(
-    "SELECT pos, seq, taken_by FROM tagging_queue WHERE project = ? AND lane = ? AND page = ? AND pos >= ? "
+    "SELECT pos, seq, ref, taken_by FROM tagging_queue WHERE project = ? AND lane = ? AND page = ? AND pos >= ? "
     "AND pos < ? LIMIT ?")
 PUT_LEASE_END = Statement(
     "INSERT INTO tagging_lease_log (project, minute, at_us, seq, lease_id) VALUES (?, ?, ?, ?, ?)")
@@ -35,19 +35,20 @@ LEASE_ENDS = Statement(
 class Entry:
     pos: int
     seq: int
+    ref: str | None
     taken_by: str | None
 
 
-def entry_write(project: str, lane: str, pos: int, seq: int) -> tuple[Statement, Any]:
-    return PUT_ENTRY, (project, lane, pos // PAGE, pos, seq)
+def entry_write(project: str, lane: str, pos: int, seq: int, ref: str) -> tuple[Statement, Any]:
+    return PUT_ENTRY, (project, lane, pos // PAGE, pos, seq, ref)
 
 
 def mark_taken(db: Database, project: str, lane: str, pos: int, by: str) -> None:
     db.execute(MARK_TAKEN, (by, project, lane, pos // PAGE, pos))
 
 
-def mark_taken_async(db: Database, project: str, lane: str, pos: int, by: str) -> Any:
-    return db.execute_async(MARK_TAKEN, (by, project, lane, pos // PAGE, pos))
+def mark_taken_write(project: str, lane: str, pos: int, by: str) -> tuple[Statement, Any]:
+    return MARK_TAKEN, (by, project, lane, pos // PAGE, pos)
 
 
 def entries(db: Database, project: str, lane: str, head: int, tail: int, limit: int) -> list[Entry]:
@@ -57,7 +58,7 @@ def entries(db: Database, project: str, lane: str, head: int, tail: int, limit: 
     while pos < tail and len(out) < limit:
         page = pos // PAGE
         upper = min(tail, (page + 1) * PAGE)
-        out.extend(Entry(r.pos, r.seq, r.taken_by)
+        out.extend(Entry(r.pos, r.seq, r.ref, r.taken_by)
                    for r in db.execute(ENTRIES, (project, lane, page, pos, upper, limit - len(out))))
         pos = upper
     return out

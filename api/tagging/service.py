@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.db import Database
@@ -41,9 +40,7 @@ def _now_us() -> int:
 
 
 def _iso(us: int | None) -> str | None:
-    if us is None:
-        return None
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
+    return sources.iso(us) if us is not None else None
 
 
 # -- projects and people ------------------------------------------------------------------------------------
@@ -97,7 +94,8 @@ def project_of(db: Database, project: str) -> Project:
 
 # -- showing an item ----------------------------------------------------------------------------------------
 
-def item_json(db: Database, project: str, state: State, *, with_source: bool = True) -> dict[str, Any]:
+def item_json(db: Database, project: str, state: State, *, with_source: bool = True, ref: str | None = None
+              ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "seq": state.seq, "status": state.status, "holder": state.holder, "team": state.team,
         "lease_id": str(state.lease_id) if state.lease_id is not None else None,
@@ -107,7 +105,7 @@ def item_json(db: Database, project: str, state: State, *, with_source: bool = T
         "verifier": state.verifier, "note": state.note,
     }
     if with_source:
-        ref = projects.ref_of(db, project, state.seq)
+        ref = ref or projects.ref_of(db, project, state.seq)
         out["source"] = sources.resolve(db, ref) if ref is not None else {"ref": None, "missing": True,
                                                                          "thread": []}
     return out
@@ -165,7 +163,7 @@ def queue_writes_for_lease(project: str, until_us: int, seq: int, lease_id: int)
 
 def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot, now: int, until: int
                ) -> dict[str, Any]:
-    lease_id = items.new_lease_id()
+    lease_id = items.new_lease_id(now, slot.slot)
     if not items.take_slot(db, project.project, member.user, slot.slot, lease_id, now):
         return {"item": None, "reason": "another request of yours is taking an item; try again"}
     quota = projects.teams_cached(db, project.project).get(member.team) if member.team else None
@@ -175,44 +173,69 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
             if not items.change_usage(db, project.project, member.team, +1, quota):
                 return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
             counted = True
-        claimed = _claim_from_queue(db, project, member, lease_id, now, until)
+        claimed = _claim_from_queue(db, project, member, slot.slot, lease_id, now, until)
         if claimed is None:
             return {"item": None, "reason": "the queue is empty: no item is waiting"}
-        counted = False  # the item holds the unit now
-        items.name_slot_item(db, project.project, member.user, slot.slot, claimed.seq)
-        named = True
-        return {"item": item_json(db, project.project, claimed), "reason": None}
+        counted = named = True  # the item holds the unit, the slot names the item
+        state, ref = claimed
+        return {"item": item_json(db, project.project, state, ref=ref), "reason": None}
     finally:
-        if counted:
+        if counted and not named:
             items.change_usage(db, project.project, member.team, -1, None)
         if not named:
             items.free_slot(db, project.project, member.user, slot.slot, lease_id)
 
 
-def _claim_from_queue(db: Database, project: Project, member: Member, lease_id: int, now: int, until: int
-                      ) -> State | None:
-    """Claim one waiting item: read the first entries after the head, try a few at random."""
-    for _ in range(_ROUNDS):
-        pos = control.positions(db, project.project)
+_POSITIONS_SECONDS = 0.5  # how long a process reuses a project's queue head and tail
+_positions: dict[tuple[str, str], tuple[float, control.Positions]] = {}
+
+
+def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> control.Positions | None:
+    key = (db.keyspace, project)
+    now = time.monotonic()
+    hit = _positions.get(key)
+    if hit is not None and hit[0] > now and not fresh:
+        return hit[1]
+    found = control.positions(db, project)
+    if found is not None:
+        if len(_positions) > 10_000:
+            _positions.clear()
+        _positions[key] = (now + _POSITIONS_SECONDS, found)
+    return found
+
+
+def _claim_from_queue(db: Database, project: Project, member: Member, slot: int, lease_id: int, now: int,
+                      until: int) -> tuple[State, str | None] | None:
+    """Claim one waiting item: read the entries after the head (further windows while every entry read is
+    taken), try a few waiting ones at random."""
+    for attempt in range(_ROUNDS):
+        pos = _queue_positions(db, project.project, fresh=attempt > 0)
         if pos is None:
             return None
-        waiting = [e for e in queue.entries(db, project.project, queue.TAG, pos.tag_head, pos.tag_tail, _WINDOW)
-                   if e.taken_by is None]
+        start, waiting = pos.tag_head, []
+        while not waiting and start < pos.tag_tail:
+            window = queue.entries(db, project.project, queue.TAG, start, pos.tag_tail, _WINDOW)
+            if not window:
+                break
+            waiting = [e for e in window if e.taken_by is None]
+            start = window[-1].pos + 1
         if not waiting:
-            return None
+            if attempt > 0:
+                return None
+            continue
         for entry in random.sample(waiting, min(_TRIES, len(waiting))):
             if items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id, now,
                            until):
                 state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
                               until, (), (), (), None, None, None, None, None)
                 db.execute_many([
+                    items.name_slot_write(project.project, member.user, slot, entry.seq),
                     queue.lease_end_write(project.project, until, entry.seq, lease_id),
-                    (queue.MARK_TAKEN, (member.user, project.project, queue.TAG, entry.pos // queue.PAGE,
-                                        entry.pos)),
+                    queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
                     *_event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
                                                           member.user)),
                 ])
-                return state
+                return state, entry.ref
             _mark_if_dead(db, project.project, entry)
     return None
 
@@ -268,21 +291,25 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
         raise Refused(422, f"at most {MAX_KEYWORDS} keywords of at most {effort.MAX_KEYWORD_LENGTH} characters")
     cats, subs = sorted(set(categories)), sorted(set(subcategories))
     at = _now_us()
-    if not items.submit(db, member.project, seq, member.user, lease_id, cats, subs, words, at):
+    if items.submit(db, member.project, seq, member.user, lease_id, cats, subs, words, at):
+        # Committed: everything the answer and the bookkeeping need is known (the lease id carries its start
+        # and slot), so no read follows.
+        state = State(seq, items.TAGGED, -1, member.user, member.team or None, lease_id, items.lease_start(lease_id),
+                      None, tuple(cats), tuple(subs), tuple(words), at, "Pending", None, None, None)
+    else:
         state = _held(db, member, seq)
         if not (state.status in (items.TAGGED, items.VERIFIED) and state.held_by(member.user, lease_id)):
             raise _lost(state, member)
         # A retry of a submit that committed: finish what follows it, answer what was stored.
-    state = _held(db, member, seq)
-    duration_ms = max(0, ((state.tagged_us or at) - (state.lease_from_us or at)) // 1000)
+    tagged_at = state.tagged_us or at
+    duration_ms = max(0, (tagged_at - (state.lease_from_us or tagged_at)) // 1000)
     db.execute_many([
-        *_event_writes(member.project, Event(state.tagged_us or at, seq, "tagged", member.user, state.team,
-                                             member.user, duration_ms, state.categories, state.subcategories,
-                                             state.keywords)),
+        *_event_writes(member.project, Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
+                                             duration_ms, state.categories, state.subcategories, state.keywords)),
         *effort.keyword_writes(member.project, state.keywords),
     ])
     items.free_slot_of_lease(db, member.project, member.user, lease_id)
-    return {"item": item_json(db, member.project, state)}
+    return {"item": item_json(db, member.project, state, with_source=False)}
 
 
 def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, Any]:

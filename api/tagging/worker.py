@@ -91,8 +91,10 @@ class ProjectOwner:
         if not control.commit(self.db, self.project, self.owner, seen, reserve, {}, LEASE_TTL):
             return self._lost()
         # (5) entries first, then the items pointing at them (a taker skips an entry its item does not name yet)
-        writes = [queue.entry_write(self.project, queue.TAG, seen.tag_tail + i, seq) for i, seq in enumerate(to_queue)]
-        writes += [queue.entry_write(self.project, queue.REVIEW, seen.review_tail + i, seq)
+        refs = self._refs(project, seen.fill_cursor, fill_cursor, [*to_queue, *tagged])
+        writes = [queue.entry_write(self.project, queue.TAG, seen.tag_tail + i, seq, refs.get(seq, ""))
+                  for i, seq in enumerate(to_queue)]
+        writes += [queue.entry_write(self.project, queue.REVIEW, seen.review_tail + i, seq, refs.get(seq, ""))
                    for i, seq in enumerate(tagged)]
         self.db.execute_many(writes)
         self.db.execute_many(items.set_queued_writes(self.project, seq, seen.tag_tail + i)
@@ -117,6 +119,14 @@ class ProjectOwner:
         self.pos = new
         return {"queued": len(to_queue), "returned": len(returned), "expired": expired, "events": len(events),
                 "waiting": queued}
+
+    def _refs(self, project: projects.Project, first: int, end: int, seqs: list[int]) -> dict[int, str]:
+        """References of the items to append: the fill range in one read per 1,000 items, the rest one by one."""
+        refs = dict(projects.refs_from(self.db, project, first, end - first)) if end > first else {}
+        rest = [seq for seq in seqs if seq not in refs]
+        if rest:
+            refs.update(projects.refs_of(self.db, self.project, rest))
+        return refs
 
     def _lost(self) -> dict[str, int]:
         """Someone else wrote the partition (lease lost, or reconcile repaired it): reload before going on."""

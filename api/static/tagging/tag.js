@@ -164,7 +164,7 @@
                   keywords: state.keywords.slice()};
     const result = await call('POST', `/items/${item.seq}/submit`, body);
     if (result.ok) {
-      state.item = result.data.item;
+      state.item = Object.assign({}, result.data.item, {source: item.source});  // a submit answers no source
       state.finished = true;
       showStatus(state.item.status);
       const parts = [...body.categories, ...body.subcategories].join(', ') || 'no category';
