@@ -186,7 +186,7 @@ def reconcile_command(project: str, repair: bool) -> None:
             except LookupError as exc:
                 fail(str(exc), EXIT_NOT_FOUND)
         emit(report)
-        if (report["differences"] or report["missing_events"]) and not report["repaired"]:
+        if (report["differences"] or report["missing_events"] or report["team_usage"]) and not report["repaired"]:
             raise SystemExit(EXIT_FAILED)
 
 

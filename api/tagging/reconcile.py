@@ -1,6 +1,8 @@
-"""Check (and repair) that every figure equals what the effort log implies, and that the log holds an event
-for every state an item reached (a request cut short after its transaction leaves the event to its retry;
-without a retry, this writes it)."""
+"""Check (and repair) that every figure equals what the effort log implies, that the log holds an event for
+every state an item reached (a request cut short after its transaction leaves the event to its retry; without
+a retry, this writes it), and that each team's quota usage equals the items its people hold or finished (a
+process killed between taking a unit and claiming an item leaks the unit: the quota is then smaller, never
+larger). Repair the usage while the project is quiet: a claim in flight is not counted."""
 
 from __future__ import annotations
 
@@ -11,6 +13,19 @@ from api.tagging import control, effort, figures, items, projects
 from api.tagging.effort import Event
 
 _NOT_SUMS = {"queued"}  # a figure the owner sets from the queue, not a sum over events
+# A team's quota unit is held by an item its member holds or finished (skips, expiries, disables give it back).
+_UNIT_HOLDING = (items.IN_PROGRESS, items.TAGGED, items.VERIFIED)
+
+
+def _spread(total: int, quota: int | None) -> dict[int, int]:
+    """A team's usage over its shards: each shard up to its share of the quota (evenly without a quota)."""
+    out = {}
+    left = total
+    for shard in range(items.USAGE_SHARDS):
+        share = items.shard_quota(quota, shard) if quota is not None else -(-total // items.USAGE_SHARDS)
+        out[shard] = min(left, share) if shard < items.USAGE_SHARDS - 1 else left
+        left -= out[shard]
+    return out
 
 
 def _expected_events(state: items.State) -> list[Event]:
@@ -39,11 +54,18 @@ def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: 
     logged = effort.events_of_minutes(db, project_id, effort.event_minutes(db, project_id))
     keys = {e.key for e in logged}
     missing: list[Event] = []
+    held_or_finished: dict[str, int] = {team: 0 for team in projects.teams(db, project_id)}
     for first in range(0, project.total_items, 1000):
         states = items.many(db, project_id, list(range(first, min(project.total_items, first + 1000))))
         missing.extend(e for s in states.values() for e in _expected_events(s) if e.key not in keys)
+        for state in states.values():
+            if state.team in held_or_finished and state.status in _UNIT_HOLDING:
+                held_or_finished[state.team] += 1
         if progress is not None:
             progress(len(states))
+    usage = {team: items.usage_by_shard(db, project_id, team) for team in held_or_finished}
+    quota_differences = {team: {"stored": sum(usage[team].values()), "items": n}
+                         for team, n in held_or_finished.items() if sum(usage[team].values()) != n}
     counted = [e for e in logged + missing if e.at_us <= seen.events_checkpoint or e.key in seen.applied]
     expected = figures.recompute(counted)
     differences = {}
@@ -54,7 +76,12 @@ def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: 
         if any(want.get(n, 0) != have.get(n, 0) for n in names):
             differences["/".join(key)] = {"stored": have, "log": want}
     report = {"project": project_id, "events": len(logged), "missing_events": len(missing),
-              "differences": differences, "repaired": False}
+              "differences": differences, "team_usage": quota_differences, "repaired": False}
+    if repair and quota_differences:
+        quotas = projects.teams(db, project_id)
+        for team, found in quota_differences.items():
+            items.force_usage(db, project_id, team, _spread(found["items"], quotas.get(team)))
+        report["repaired"] = True
     if repair and (missing or differences):
         for event in missing:
             db.execute_many(effort.event_writes(project_id, event))

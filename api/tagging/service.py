@@ -224,13 +224,16 @@ def _claim_from_queue(db: Database, project: Project, member: Member, slot: int,
                 return None
             continue
         for entry in random.sample(waiting, min(_TRIES, len(waiting))):
+            # The lease's end is logged before the claim: if this process dies right after the claim, the owner
+            # still finds the lease when it runs out and returns the item (a refused claim leaves a row the
+            # owner ignores, as its lease id is not the item's).
+            db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
             if items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id, now,
                            until):
                 state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
                               until, (), (), (), None, None, None, None, None)
                 db.execute_many([
                     items.name_slot_write(project.project, member.user, slot, entry.seq),
-                    queue.lease_end_write(project.project, until, entry.seq, lease_id),
                     queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
                     *_event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
                                                           member.user)),
@@ -314,16 +317,19 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
 
 def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, Any]:
     lease_id = _lease(lease)
-    if not items.skip(db, member.project, seq, member.user, lease_id, _now_us()):
+    applied = items.skip(db, member.project, seq, member.user, lease_id, _now_us())
+    if not applied:
         state = _held(db, member, seq)
         if not (state.status == items.NEW and state.holder == member.user and state.lease_id == lease_id):
             raise _lost(state, member)
-    return _returned(db, member.project, _held(db, member, seq))
+    return _returned(db, member.project, _held(db, member, seq), give_back_unit=applied)
 
 
-def _returned(db: Database, project: str, state: State) -> dict[str, Any]:
+def _returned(db: Database, project: str, state: State, *, give_back_unit: bool = True) -> dict[str, Any]:
     """After an item went back (skip or expiry, which both end the lease at a stored time): log it for the owner
-    to queue, free the slot and the team's unit."""
+    to queue, free the slot and the team's unit. A retry (the transaction had already applied) redoes the
+    idempotent writes only: the unit was given back by the first try, or leaked if that try died before it
+    (the quota is then one smaller, never larger, until `reconcile --repair`)."""
     ended = state.lease_until_us or 0
     db.execute_many([
         queue.lease_end_write(project, ended, state.seq, state.lease_id),
@@ -331,7 +337,7 @@ def _returned(db: Database, project: str, state: State) -> dict[str, Any]:
     ])
     if state.holder:
         items.free_slot_of_lease(db, project, state.holder, state.lease_id)
-    if state.team:
+    if state.team and give_back_unit:
         items.change_usage(db, project, state.team, -1, None)
     return {"item": item_json(db, project, state)}
 

@@ -189,28 +189,35 @@ def run_once(db: Database, project: str) -> dict[str, Any]:
         owner.release()
 
 
+def _pass(db: Database, held: dict[str, ProjectOwner]) -> None:
+    for project in projects.every(db):
+        owner = held.get(project)
+        if owner is None:
+            owner = ProjectOwner(db, project)
+            if not owner.acquire():
+                continue
+            held[project] = owner
+        try:
+            done = owner.step()
+        except Exception:  # one project's trouble (a timeout) must not stop the others
+            log.exception("tagging pass failed", extra={"project": project})
+            continue
+        if owner.pos is None:
+            held.pop(project, None)
+        elif done.get("queued") or done.get("expired"):
+            log.info("tagging pass", extra={"project": project, **done})
+
+
 def run(db: Database, stop: threading.Event, *, tick: float = 1.0) -> None:
     """Every project, one owner per project across all workers, until `stop` is set."""
     held: dict[str, ProjectOwner] = {}
     try:
         while not stop.is_set():
             started = time.monotonic()
-            for project in projects.every(db):
-                owner = held.get(project)
-                if owner is None:
-                    owner = ProjectOwner(db, project)
-                    if not owner.acquire():
-                        continue
-                    held[project] = owner
-                try:
-                    done = owner.step()
-                except Exception:  # one project's trouble (a timeout) must not stop the others
-                    log.exception("tagging pass failed", extra={"project": project})
-                    continue
-                if owner.pos is None:
-                    held.pop(project, None)
-                elif done.get("queued") or done.get("expired"):
-                    log.info("tagging pass", extra={"project": project, **done})
+            try:
+                _pass(db, held)
+            except Exception:  # the node is down or restarting: keep looping, the next pass retries
+                log.exception("tagging worker pass failed")
             stop.wait(max(0.0, tick - (time.monotonic() - started)))
     finally:
         for owner in held.values():

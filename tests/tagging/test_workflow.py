@@ -236,3 +236,39 @@ def test_the_sample_project_lists_the_sample_messages_and_its_tokens_work(client
     reply = next(r for r in replies if r["source"]["ts"] == "1763700040.000000")
     assert [t["text"] for t in reply["source"]["thread"]][-1] == next(
         e["text"] for e in events if e["ts"] == "1763700030.000000")  # the thread so far, up to the reply
+
+
+def test_a_retried_skip_gives_the_unit_back_once(client, db, make_project):
+    made = make_project(items=4, teams={"red": 3})
+    a, b = _next(client, made, "ann")["item"], _next(client, made, "bob")["item"]
+    assert items.usage(db, made.project, "red") == 2
+    url = f"/tagging/projects/{made.project}/items/{b['seq']}/skip"
+    first = client.post(url, headers=_h(made.tokens["bob"]), json={"lease_id": b["lease_id"]})
+    again = client.post(url, headers=_h(made.tokens["bob"]), json={"lease_id": b["lease_id"]})
+    assert first.status_code == again.status_code == 200
+    assert items.usage(db, made.project, "red") == 1  # ann still holds hers
+    assert a["status"] == "InProgress"
+
+
+def test_a_claim_cut_short_still_expires_and_reconcile_gives_back_a_leaked_unit(client, db, make_project):
+    from api.tagging import service
+
+    made = make_project(items=2, teams={"red": 5}, lease_seconds=1)
+    pos = control.positions(db, made.project)
+    entry = queue.entries(db, made.project, queue.TAG, pos.tag_head, pos.tag_tail, 10)[0]
+    # A request that took a unit, logged the lease end and claimed, then died: nothing else was written.
+    lease = items.new_lease_id(service._now_us(), 0)
+    now = service._now_us()
+    assert items.change_usage(db, made.project, "red", +1, 5)
+    db.execute(*queue.lease_end_write(made.project, now + 1_000_000, entry.seq, lease))
+    assert items.claim(db, made.project, entry.seq, entry.pos, "ann", "red", lease, now, now + 1_000_000)
+    time.sleep(1.2)
+    assert worker.run_once(db, made.project)["expired"] == 1
+    assert items.get(db, made.project, entry.seq).status == "New"
+    assert items.usage(db, made.project, "red") == 0  # the expiry gave the claim's unit back
+    assert items.change_usage(db, made.project, "red", +1, 5)  # a unit taken by a request that then died
+    found = reconcile.reconcile(db, made.project)
+    assert found["team_usage"] == {"red": {"stored": 1, "items": 0}}
+    assert reconcile.reconcile(db, made.project, repair=True)["repaired"] is True
+    assert items.usage(db, made.project, "red") == 0
+    assert reconcile.reconcile(db, made.project)["team_usage"] == {}
