@@ -30,7 +30,8 @@ def member_from_cookie() -> Member | None:
     return member_for_token(request.cookies.get(COOKIE, ""))
 
 
-def _token() -> str | None:
+def token_of_request() -> str | None:
+    """The bearer token, else the pages' cookie; None without either."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
@@ -41,7 +42,7 @@ def require_member(settings: Settings, project: str, roles: tuple[str, ...] = ("
                    ) -> Member:
     """The caller as a member of `project` with one of `roles`: 401 without a known token, 403 for another
     project or role. The admin token is an admin of every project."""
-    token = _token()
+    token = token_of_request()
     if token is None:
         abort(401, message="missing token: send 'Authorization: Bearer <token>' or sign in at /tagging")
     if settings.admin_token and hmac.compare_digest(settings.admin_token.encode(), token.encode()):

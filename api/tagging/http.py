@@ -3,6 +3,7 @@ verify, item, review list, statistics and keyword completion."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,7 @@ _ERRORS = {400: "the body is not JSON", 401: "missing or unknown token",
            422: "invalid parameters (the reason is given)", 503: "database unavailable"}
 _errors = error_responses(blp, _ERRORS)
 _SEQ = "<int(max=2147483647):seq>"
-_VALID_PROJECT = __import__("re").compile(PROJECT_PATTERN)
+_VALID_PROJECT = re.compile(PROJECT_PATTERN)
 
 
 def _member(project: str, roles: tuple[str, ...] = ("tagger", "qa", "admin")) -> Member:
@@ -62,7 +63,7 @@ def _run(step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 @_errors(401, 404, 503, e404="the admin token is no project's member")
 def me():
     """Who the token belongs to: project, user, team and role."""
-    token = access._token()
+    token = access.token_of_request()
     if token is None:
         abort(401, message="missing token: send 'Authorization: Bearer <token>' or sign in at /tagging")
     member = access.member_for_token(token)

@@ -122,10 +122,6 @@ def get_item(db: Database, member: Member, seq: int) -> dict[str, Any]:
 
 # -- next -----------------------------------------------------------------------------------------------------
 
-def _event_writes(project: str, event: Event) -> list:
-    return effort.event_writes(project, event)
-
-
 def next_item(db: Database, member: Member) -> dict[str, Any]:
     """The caller's own unfinished item (its lease renewed), else a new item from the queue under a lease."""
     project = project_of(db, member.project)
@@ -147,7 +143,7 @@ def next_item(db: Database, member: Member) -> dict[str, Any]:
         state = items.get(db, member.project, slot.seq)
         if state is not None and state.status == items.IN_PROGRESS and state.held_by(member.user, slot.lease_id) \
                 and items.renew(db, member.project, slot.seq, member.user, slot.lease_id, until):
-            db.execute_many(queue_writes_for_lease(member.project, until, slot.seq, slot.lease_id))
+            db.execute(*queue.lease_end_write(member.project, until, slot.seq, slot.lease_id))
             return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
                     "reason": None}
         items.free_slot(db, member.project, member.user, slot.slot, slot.lease_id)  # finished or lost: free it
@@ -155,10 +151,6 @@ def next_item(db: Database, member: Member) -> dict[str, Any]:
     if not free:
         return {"item": None, "reason": f"you hold {project.max_held} item(s) already"}
     return _claim_new(db, project, member, free[0], now, until)
-
-
-def queue_writes_for_lease(project: str, until_us: int, seq: int, lease_id: int) -> list:
-    return [queue.lease_end_write(project, until_us, seq, lease_id)]
 
 
 def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot, now: int, until: int
@@ -235,7 +227,7 @@ def _claim_from_queue(db: Database, project: Project, member: Member, slot: int,
                 db.execute_many([
                     items.name_slot_write(project.project, member.user, slot, entry.seq),
                     queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
-                    *_event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
+                    *effort.event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
                                                           member.user)),
                 ])
                 return state, entry.ref
@@ -307,7 +299,7 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
     tagged_at = state.tagged_us or at
     duration_ms = max(0, (tagged_at - (state.lease_from_us or tagged_at)) // 1000)
     db.execute_many([
-        *_event_writes(member.project, Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
+        *effort.event_writes(member.project, Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
                                              duration_ms, state.categories, state.subcategories, state.keywords)),
         *effort.keyword_writes(member.project, state.keywords),
     ])
@@ -333,7 +325,7 @@ def _returned(db: Database, project: str, state: State, *, give_back_unit: bool 
     ended = state.lease_until_us or 0
     db.execute_many([
         queue.lease_end_write(project, ended, state.seq, state.lease_id),
-        *_event_writes(project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
+        *effort.event_writes(project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
     ])
     if state.holder:
         items.free_slot_of_lease(db, project, state.holder, state.lease_id)
@@ -382,8 +374,8 @@ def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
 
 def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
     """After an item left the workflow (missing, disabled): its event; the holder's slot and unit if held."""
-    db.execute_many(_event_writes(member.project, Event(state.tagged_us or _now_us(), state.seq, kind, state.holder,
-                                                        state.team, member.user)))
+    event = Event(state.tagged_us or _now_us(), state.seq, kind, state.holder, state.team, member.user)
+    db.execute_many(effort.event_writes(member.project, event))
     if held and state.holder:
         items.free_slot_of_lease(db, member.project, state.holder, state.lease_id)
         if state.team:
@@ -400,7 +392,7 @@ def verify(db: Database, member: Member, seq: int, result: str, note: str) -> di
             raise Refused(409, "already verified" if state.status == items.VERIFIED
                           else f"item is {state.status}: only Tagged items can be verified")
     state = _held(db, member, seq)
-    db.execute_many(_event_writes(member.project, Event(state.verified_us or at, seq, "verified", state.holder,
+    db.execute_many(effort.event_writes(member.project, Event(state.verified_us or at, seq, "verified", state.holder,
                                                         state.team, member.user, result=state.verification)))
     return {"item": item_json(db, member.project, state)}
 
