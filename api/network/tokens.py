@@ -21,24 +21,10 @@ the word (which every `#tag` use also carries), a URL for its host.
 from __future__ import annotations
 
 import re
-import sys
-import unicodedata
+
+from api.text import WORD_ALL, WORD_BMP, normalise
 
 __all__ = ["index_terms", "query_terms"]
-
-
-def _mark_ranges(planes: tuple[tuple[int, int], ...]) -> str:
-    """A regex class body of every combining mark (Mn, Mc, Me) in the given code point ranges: Python's `\\w`
-    leaves them out, which would cut Devanagari or Thai words at each vowel sign."""
-    spans: list[tuple[int, int]] = []
-    for lo, hi in planes:
-        for cp in range(lo, min(hi, sys.maxunicode + 1)):
-            if unicodedata.category(chr(cp)).startswith("M"):
-                if spans and spans[-1][1] == cp - 1:
-                    spans[-1] = (spans[-1][0], cp)
-                else:
-                    spans.append((cp, cp))
-    return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in spans)
 
 
 def _token_pattern(w: str) -> re.Pattern[str]:
@@ -49,23 +35,8 @@ def _token_pattern(w: str) -> re.Pattern[str]:
         rf"(?P<word>[{w}]+(?:'[{w}]+)*)")                    # a word, apostrophes allowed between its letters
 
 
-# A word character: letter, digit, mark or underscore. Marks exist only in planes 0, 1 and 14; a class with
-# ranges beyond the BMP makes every match about 3x slower, so texts without such characters (nearly all)
-# use the BMP-only class, with the same answers.
-_W_BMP = rf"\w{_mark_ranges(((0, 0x10000),))}"
-_W_ALL = rf"{_W_BMP}{_mark_ranges(((0x10000, 0x20000), (0xE0000, 0xE1000)))}"
-_TOKEN_BMP, _TOKEN_ALL = _token_pattern(_W_BMP), _token_pattern(_W_ALL)
-_HOST = re.compile(rf"[{_W_ALL}.\-]+")
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})
-
-
-def _normalise(text: str) -> str:
-    if text.isascii():  # ASCII is already NFKC, and stays ASCII when case-folded
-        return text.casefold()
-    # NFKC first (composes `i` + U+0301, folds full-width forms), again after case folding, which can
-    # leave decomposed sequences behind (`İ` folds to `i` + U+0307).
-    folded = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold()
-    return unicodedata.normalize("NFKC", folded)
+_TOKEN_BMP, _TOKEN_ALL = _token_pattern(WORD_BMP), _token_pattern(WORD_ALL)
+_HOST = re.compile(rf"[{WORD_ALL}.\-]+")
 
 
 def _host(url: str) -> str | None:
@@ -81,7 +52,7 @@ def _tokens(text: str) -> list[tuple[str | None, str | None]]:
     """(query term, extra index term) for each token in order: a hashtag or mention gives (`#tag`, `tag`),
     a word (`tag`, None), a URL (its host, None). A term is None when the token reduces to nothing (a lone
     underscore, a link without a host)."""
-    text = _normalise(text)
+    text = normalise(text)
     pattern = _TOKEN_ALL if text and max(text) > "\uffff" else _TOKEN_BMP
     out: list[tuple[str | None, str | None]] = []
     for url, sigil, name in pattern.findall(text):  # findall: tuples are ~2x cheaper than match objects

@@ -19,7 +19,7 @@ from api.config import Settings
 from api.db import get_db
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import sign_cursor, verify_cursor
-from api.slack import channels, events, messages, users
+from api.slack import channels, events, messages, search, users
 from api.slack.codec import is_slack_id
 from api.slack.payloads import BadEvent, UrlVerification
 from api.slack.schemas import (
@@ -31,6 +31,8 @@ from api.slack.schemas import (
     MessageArgs,
     MessageWithHistorySchema,
     PageSchema,
+    SearchArgs,
+    SearchSchema,
     SlackErrorSchema,
     ThreadArgs,
     ThreadSchema,
@@ -320,3 +322,45 @@ def get_user(team_id: str, user_id: str):
     if user is None:
         abort(404, message=f"no user {user_id} in workspace {team_id}")
     return user
+
+
+@blp.route("/slack/teams/<team_id>/search", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.arguments(SearchArgs, location="query", as_kwargs=True)
+@blp.response(200, SearchSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(400, 401, 403, 404, 422, 503, e400=_BAD_CURSOR, e422="a query that cannot be read (the reason says why)")
+def search_messages(team_id: str, q: str, limit: int, cursor: str | None = None, tz: str | None = None):
+    """Messages of the workspace matching a Slack-style query, newest first (docs/slack-search.md). Private
+    channels are searched only with the private scope; deleted messages never match."""
+    _check_ids(team_id)
+    grant = require_workspace(_settings(), team_id)
+    found = search_page(team_id, q, limit=limit, cursor=cursor, tz=tz, allow_private=grant.private)
+    return current_app.json.response(found)
+
+
+def search_page(team_id: str, q: str, *, limit: int, cursor: str | None, tz: str | None, allow_private: bool
+                ) -> dict[str, Any]:
+    """One page of search results in the documented shape (SearchSchema), for the REST route and the viewer's
+    search page; 400 for a cursor of another query, 422 for a query that cannot be read."""
+    scope = search.cursor_scope(team_id, q, tz)
+    position = None
+    if cursor:
+        try:
+            position = search.Position.from_json(verify_cursor(cursor, _settings().cursor_secret, scope))
+        except ValueError:
+            abort(400, message=_BAD_CURSOR)
+    try:
+        page = search.search(get_db(), team_id, q, limit=limit, position=position, allow_private=allow_private,
+                             tz=tz)
+    except search.SearchError as exc:
+        abort(422, message=str(exc))
+    names = page.directory.channel_names
+    hits = [{**hit.message.to_json(), "channel_name": names.get(hit.message.channel_id),
+             "reply_count": hit.reply_count or None} for hit in page.hits]
+    return {
+        "messages": [{k: v for k, v in hit.items() if v is not None} for hit in hits],
+        "next_cursor": sign_cursor(page.next_position.to_json(), _settings().cursor_secret, scope)
+        if page.next_position else None,
+        "searched_to": search.iso_day(page.searched_to) if page.searched_to is not None else None,
+        "query": page.query.describe(),
+    }

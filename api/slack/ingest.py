@@ -14,7 +14,7 @@ from typing import Any
 
 from api.activity import dirty
 from api.db import Database, Params, Statement
-from api.slack import activity_index, channels, file_queue, messages, payloads, users
+from api.slack import activity_index, channels, file_queue, messages, payloads, search_index, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
@@ -31,6 +31,8 @@ Write = tuple[Statement, Params]
 # `note_stored` (the caller's signal that every row of the message went out), so a failed round writes them
 # again on its retry.
 _pending_activity: dict[tuple, list[tuple[list, list]]] = {}
+# Search day listings likewise, noted by `note_stored` (search_index.note_indexed).
+_pending_search: dict[tuple, list[list]] = {}
 _PENDING_MAX = 50_000
 
 
@@ -38,23 +40,31 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
                  versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None,
                  acted: Iterable[Acted] = (), live: bool = True) -> list[Write]:
     """Every row one message event writes: message row, day listing, thread index, text versions, one work
-    queue item per file to fetch, and the author's activity (index row and dirty mark; `acted` adds others').
-    Bulk loaders send many of these through one `execute_many`, then call `note_stored`."""
+    queue item per file to fetch, the search postings of its text, and the author's activity (index row and
+    dirty mark; `acted` adds others'). Bulk loaders send many of these through one `execute_many`, then call
+    `note_stored`."""
     author = {(msg.user, msg.ts, msg.channel_id, msg.ts), (msg.user, write_ts, msg.channel_id, msg.ts)}
     activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live)
+    postings, listed = search_index.posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user, msg.text)
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
         *_first_post(db, msg),
         *activity,
+        *postings,
     ]
     if not messages.day_listed(db, msg):  # once per channel-day per process: the channel is in the index
         rows.append(channels.index_touch_write(msg.team_id, msg.channel_id))
+    message_key = (db.keyspace, msg.team_id, msg.channel_id, msg.ts)
     if keys != ([], []):
         if len(_pending_activity) > _PENDING_MAX:
             _pending_activity.clear()
-        _pending_activity.setdefault((db.keyspace, msg.team_id, msg.channel_id, msg.ts), []).append(keys)
+        _pending_activity.setdefault(message_key, []).append(keys)
+    if listed:
+        if len(_pending_search) > _PENDING_MAX:
+            _pending_search.clear()
+        _pending_search.setdefault(message_key, []).append(listed)
     return rows
 
 
@@ -87,8 +97,11 @@ def note_stored(db: Database, msg: NewMessage) -> None:
     messages.note_stored(db, msg)
     if msg.user is not None and msg.subtype in POST_SUBTYPES:
         users.note_first_post(db, msg.team_id, msg.user, msg.ts)
-    for keys in _pending_activity.pop((db.keyspace, msg.team_id, msg.channel_id, msg.ts), ()):
+    message_key = (db.keyspace, msg.team_id, msg.channel_id, msg.ts)
+    for keys in _pending_activity.pop(message_key, ()):
         note_activity(keys)
+    for listed in _pending_search.pop(message_key, ()):
+        search_index.note_indexed(listed)
 
 
 def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[Write]:

@@ -101,6 +101,11 @@ SELECT_REPLIES = Statement(
 SELECT_REPLY_AUTHORS = Statement(
     "SELECT ts, user_id FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
     name="SELECT slack_thread_replies (authors)")
+# Search candidates of one channel-day (search.py confirms them): what a result shows, and whether a head has
+# replies (is:thread), without shipping the replies map.
+SELECT_CANDIDATES = Statement(
+    f"SELECT {_PAGE_COLUMNS}, collection_count(replies) AS reply_count FROM slack_messages WHERE team_id = ? "
+    "AND channel_id = ? AND day = ? AND ts IN ?", name="SELECT slack_messages (search candidates)")
 # What history compares with what it fetched: the stored messages of a time range of one day.
 SELECT_STORED_RANGE = Statement(
     "SELECT ts, msg_ts, thread_ts, deleted, reactions FROM slack_messages WHERE team_id = ? AND channel_id = ? "
@@ -473,6 +478,11 @@ def analytics_writes(db: Database, team_id: str, channel_id: str, day: int) -> l
     return writes
 
 
+def texts_of_day(db: Database, team_id: str, channel_id: str, day: int) -> list[Any]:
+    """(ts, msg_ts, user_id, text, ...) of every row of one channel-day (indexing archived messages for search)."""
+    return list(db.execute(SELECT_TEXT_DAY, (team_id, channel_id, day)))
+
+
 def start_days_between(db: Database, team_id: str, channel_id: str, first_day: int, last_day: int) -> Any:
     """Start reading the listed days of a channel in [first_day, last_day] (a future; a report's window)."""
     return db.execute_async(SELECT_DAYS_ASC, (team_id, channel_id, last_day, first_day, last_day - first_day + 1))
@@ -617,6 +627,11 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
 def start_activity_day(db: Database, team_id: str, channel_id: str, day: int) -> Any:
     """The rows of one channel-day partition as activity needs them (SELECT_ACTIVITY)."""
     return db.execute_async(SELECT_ACTIVITY, (team_id, channel_id, day))
+
+
+def start_candidates(db: Database, team_id: str, channel_id: str, day: int, ts_list: list[int]) -> Any:
+    """Future of the rows of some messages of one channel-day, each with `reply_count` (search confirmation)."""
+    return db.execute_async(SELECT_CANDIDATES, (team_id, channel_id, day, ts_list))
 
 
 def start_version_times(db: Database, team_id: str, channel_id: str, ts: int) -> Any:

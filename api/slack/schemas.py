@@ -94,6 +94,17 @@ class MessageArgs(Schema):
     include_deleted = fields.Boolean(load_default=False)
 
 
+class SearchArgs(Schema):
+    q = fields.String(required=True, validate=validate.Length(1, 1000), metadata={
+        "description": "Slack's search syntax: words (all required), \"exact phrase\", -word, in:#channel, "
+                       "from:@user, @user, #channel, before:/after:/on:YYYY-MM-DD, during:YYYY[-MM[-DD]], "
+                       "has:file, has:reaction, is:thread (docs/slack-search.md)"})
+    limit = fields.Integer(load_default=20, validate=validate.Range(1, 100))
+    cursor = _cursor()
+    tz = fields.String(load_default=None, validate=validate.Length(1, 64), metadata={
+        "description": "IANA time zone the dates of before:/after:/on:/during: are days of (default UTC)"})
+
+
 # -- responses --------------------------------------------------------------------------------------------
 
 class EventAckSchema(Schema):
@@ -161,6 +172,21 @@ class MessageWithHistorySchema(MessageSchema):
 class PageSchema(Schema):
     messages = fields.List(fields.Nested(MessageSchema), required=True)
     next_cursor = fields.String(allow_none=True)
+
+
+class SearchHitSchema(MessageSchema):
+    channel_name = fields.String(metadata={"description": "the channel's current name"})
+    reply_count = fields.Integer(metadata={"description": "replies of a thread head (absent: none)"})
+
+
+class SearchSchema(Schema):
+    messages = fields.List(fields.Nested(SearchHitSchema), required=True)
+    next_cursor = fields.String(allow_none=True)
+    searched_to = fields.String(allow_none=True, metadata={
+        "description": "set when a page was cut short by the per-request read budget: the UTC day (YYYY-MM-DD) "
+                       "searched back to; next_cursor continues below it"})
+    query = fields.Dict(metadata={"description": "how the query was read: words, excluded, mentions, in, from, "
+                                                 "after, before (inclusive local dates), has, is"})
 
 
 class ThreadSchema(Schema):

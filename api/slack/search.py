@@ -1,0 +1,574 @@
+"""Archive search over a Slack workspace (GET /slack/teams/{team}/search, the viewer's search page): Slack's
+query syntax, answered from the search index (search_index.py) and confirmed against the messages.
+
+Query syntax (docs/slack-search.md): words (all required), `"exact phrase"`, `-word` / `-"phrase"` (left out),
+`in:#channel` (or a channel id; several in: are alternatives), `from:@user` (a name, a display name or a user
+id; several from: are alternatives), `@user` / `#channel` (messages mentioning them), `before:` / `after:` /
+`on:` a date (YYYY-MM-DD) and `during:` a year, month or day, in the reader's time zone, `has:file`,
+`has:reaction`, `is:thread`. Results are newest first, paged with cursors.
+
+The plan, bounded per request:
+1. Every word, phrase word, mention, in: and from: becomes a clause: a set of index terms of which a message
+   must hold at least one. The days on which all clauses occur are found by intersecting each term's day
+   listing (newest first, a page of days at a time); a day where some clause never occurs is never read.
+2. For each such day (a few at a time, concurrently) the postings of every clause's terms are read (one
+   bounded partition per term and day) and intersected: what is left are candidates.
+3. Candidates are confirmed, newest first and only as many as the page needs, against the message row: the
+   current text must still hold every word and phrase (an edit may have removed one: postings are never
+   deleted), the message must not be deleted, and has:/is:/dates must hold. Channels a grant may not read are
+   left out before anything is read.
+A request reads at most MAX_DAYS days or MAX_ROWS postings; a page cut short there still has a cursor (and
+says up to which day it searched), so a rare combination of common words is paged, never a long request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import date, timedelta
+from typing import Any
+
+from api.activity.calendar import window, zone
+from api.db import Database
+from api.slack import channels, messages, search_index, search_terms, users
+from api.slack.messages import Message
+from api.slack.search_terms import Token
+from api.slack.timeutil import day_of
+
+MAX_DAYS = 400          # candidate days one request reads before it answers with what it found
+MAX_ROWS = 100_000      # postings one request reads before it answers with what it found
+DAY_PAGE = 128          # days of one term listed per read
+MAX_CLAUSES = 12        # words, phrases and modifiers in one query
+MAX_ALTERNATIVES = 16   # channels or users one in:/from:/mention may stand for
+DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached per process
+FIRST_DAY, LAST_DAY = 0, 2**31 - 1
+_MAX_US = 2**63 - 1
+
+_MODIFIER = re.compile(r"^(in|from|before|after|on|during|has|is):(.*)$", re.IGNORECASE)
+_PART = re.compile(r'(-?)"([^"]*)(?:"|$)|(\S+)')
+_USER_REF = re.compile(r"^<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>$")
+_CHANNEL_REF = re.compile(r"^<#([CGD][A-Z0-9]{2,})(?:\|[^>]*)?>$")
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+
+
+class SearchError(ValueError):
+    """A query that cannot be answered as written (the reason is shown to the user: 422)."""
+
+
+@dataclasses.dataclass
+class Query:
+    """A parsed query, before names are resolved to ids."""
+
+    words: list[list[Token]] = dataclasses.field(default_factory=list)      # each in sequence (phrase)
+    excluded: list[list[Token]] = dataclasses.field(default_factory=list)
+    mentioned_users: list[str] = dataclasses.field(default_factory=list)    # as typed, without @
+    mentioned_channels: list[str] = dataclasses.field(default_factory=list)
+    in_channels: list[str] = dataclasses.field(default_factory=list)
+    from_users: list[str] = dataclasses.field(default_factory=list)
+    first: date | None = None     # inclusive, local dates
+    last: date | None = None
+    has_file: bool = False
+    has_reaction: bool = False
+    is_thread: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        """What the query was understood as (shown with the results, so a reader sees how it was read)."""
+        out = {
+            "words": [" ".join(w) for w in self.words], "excluded": [" ".join(w) for w in self.excluded],
+            "mentions": [f"@{u}" for u in self.mentioned_users] + [f"#{c}" for c in self.mentioned_channels],
+            "in": self.in_channels, "from": self.from_users,
+            "after": self.first.isoformat() if self.first else None,
+            "before": self.last.isoformat() if self.last else None,
+            "has": [h for h, on in (("file", self.has_file), ("reaction", self.has_reaction)) if on],
+            "is": ["thread"] if self.is_thread else [],
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def _date(value: str, modifier: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise SearchError(f"{modifier}: takes a date as YYYY-MM-DD, not {value[:40]!r}") from None
+
+
+def _during(value: str) -> tuple[date, date]:
+    if re.fullmatch(r"\d{4}", value):
+        year = int(value)
+        return date(year, 1, 1), date(year, 12, 31)
+    if re.fullmatch(r"\d{4}-\d{2}", value):
+        try:
+            first = date(int(value[:4]), int(value[5:]), 1)
+        except ValueError:
+            raise SearchError(f"during: {value!r} is not a month") from None
+        following = (first + timedelta(days=32)).replace(day=1)
+        return first, following - timedelta(days=1)
+    day = _date(value, "during")
+    return day, day
+
+
+def _narrow(query: Query, first: date | None, last: date | None) -> None:
+    if first is not None and (query.first is None or first > query.first):
+        query.first = first
+    if last is not None and (query.last is None or last < query.last):
+        query.last = last
+
+
+def _modifier(query: Query, key: str, value: str) -> None:
+    if not value:
+        raise SearchError(f"{key}: needs a value, e.g. {key}:{_EXAMPLES[key]}")
+    if key == "in":
+        query.in_channels.append(value)
+    elif key == "from":
+        query.from_users.append(value)
+    elif key == "before":
+        _narrow(query, None, _date(value, key) - timedelta(days=1))
+    elif key == "after":
+        _narrow(query, _date(value, key) + timedelta(days=1), None)
+    elif key == "on":
+        day = _date(value, key)
+        _narrow(query, day, day)
+    elif key == "during":
+        _narrow(query, *_during(value))
+    elif key == "has":
+        if value.casefold() not in ("file", "reaction"):
+            raise SearchError(f"has: takes file or reaction, not {value[:40]!r}")
+        setattr(query, f"has_{value.casefold()}", True)
+    elif value.casefold() == "thread":  # is:
+        query.is_thread = True
+    else:
+        raise SearchError(f"is: takes thread, not {value[:40]!r}")
+
+
+_EXAMPLES = {"in": "#general", "from": "@ann", "before": "2024-05-01", "after": "2024-05-01", "on": "2024-05-01",
+             "during": "2024-05", "has": "file", "is": "thread"}
+
+
+def parse(q: str) -> Query:
+    """The query `q` as clauses and filters; SearchError for a modifier it cannot read."""
+    query = Query()
+    for match in _PART.finditer(q):
+        negated, phrase, bare = match.groups()
+        if bare is None:  # a quoted phrase
+            words = search_terms.tokens(phrase)
+            if words:
+                (query.excluded if negated else query.words).append(words)
+            continue
+        if bare.startswith("-") and len(bare) > 1:
+            words = search_terms.tokens(bare[1:])
+            if words:
+                query.excluded.append(words)
+            continue
+        modifier = _MODIFIER.match(bare)
+        if modifier:
+            _modifier(query, modifier.group(1).casefold(), modifier.group(2))
+        elif (ref := _USER_REF.match(bare)) or (bare.startswith("@") and len(bare) > 1):
+            query.mentioned_users.append(ref.group(1) if ref else bare[1:])
+        elif (ref := _CHANNEL_REF.match(bare)) or (bare.startswith("#") and len(bare) > 1):
+            query.mentioned_channels.append(ref.group(1) if ref else bare[1:])
+        else:
+            # A token with punctuation inside (`e-mail`, `v1.2`, `東京都`) asks for its words in sequence.
+            words = search_terms.tokens(bare)
+            if words:
+                query.words.append(words)
+    return query
+
+
+# -- names -> ids ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Directory:
+    """A workspace's channels and users by id and by name, as search resolves and shows them."""
+
+    channel_names: dict[str, str]              # channel id -> current name
+    channels_by_name: dict[str, list[str]]     # case-folded name -> channel ids (current ids)
+    chains: dict[str, list[str]]               # current channel id -> it and its previous ids
+    private: frozenset[str]                    # every channel id whose messages need the private scope
+    user_names: dict[str, str]                 # user id -> display name
+    users_by_name: dict[str, list[str]]        # case-folded name / display name / real name -> user ids
+
+
+def _build_directory(db: Database, team_id: str) -> Directory:
+    rows = {r.channel_id: r for r in channels.every_indexed(db, team_id)}
+    channel_names: dict[str, str] = {}
+    by_name: dict[str, list[str]] = {}
+    chains: dict[str, list[str]] = {}
+    private: set[str] = set()
+    for channel_id, row in rows.items():
+        if row.next_channel_id and row.next_channel_id in rows:
+            continue  # an older id: listed in its newest id's chain
+        chain, current, visibility = [], channel_id, None
+        while current in rows and current not in chain and len(chain) < channels.MAX_ID_CHAIN:
+            chain.append(current)
+            visibility = visibility or rows[current].visibility
+            current = rows[current].prev_channel_id
+        chains[channel_id] = chain
+        name = next((rows[c].name for c in chain if rows[c].name), None) or channel_id
+        channel_names.update(dict.fromkeys(chain, name))
+        by_name.setdefault(name.casefold().lstrip("#"), []).append(channel_id)
+        if visibility == "private":
+            private.update(chain)
+    user_names: dict[str, str] = {}
+    users_by_name: dict[str, list[str]] = {}
+    for row in users.every_user(db, team_id):
+        user_names[row.user_id] = row.display_name or row.real_name or row.name or row.user_id
+        for name in {row.name, row.display_name, row.real_name} - {None, ""}:
+            users_by_name.setdefault(name.casefold(), []).append(row.user_id)
+    return Directory(channel_names, by_name, chains, frozenset(private), user_names, users_by_name)
+
+
+_directories: dict[tuple[str, str], tuple[float, Directory]] = {}
+_directories_lock = threading.Lock()
+
+
+def directory(db: Database, team_id: str) -> Directory:
+    """The workspace's directory, read at most every DIRECTORY_TTL seconds per process (one index partition
+    and the 8 user buckets: bounded by the workspace's size)."""
+    key = (db.keyspace, team_id)
+    now = time.monotonic()
+    with _directories_lock:
+        cached = _directories.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    built = _build_directory(db, team_id)
+    with _directories_lock:
+        if len(_directories) > 256:
+            _directories.clear()
+        _directories[key] = (now + DIRECTORY_TTL, built)
+    return built
+
+
+def _user_ids(found: Directory, value: str, modifier: str) -> list[str]:
+    ref = _USER_REF.match(value)
+    name = ref.group(1) if ref else value.removeprefix("@")
+    if _USER_ID.match(name) and (name in found.user_names or not found.users_by_name.get(name.casefold())):
+        return [name]
+    ids = found.users_by_name.get(name.casefold())
+    if not ids:
+        raise SearchError(f"{modifier}: no user named @{name[:80]} in this workspace")
+    return ids[:MAX_ALTERNATIVES]
+
+
+def _channel_ids(found: Directory, value: str, modifier: str) -> list[str]:
+    """The channel ids a name or id stands for, each with its previous ids (messages stay under the id they
+    were posted with)."""
+    ref = _CHANNEL_REF.match(value)
+    name = ref.group(1) if ref else value.removeprefix("#")
+    if _CHANNEL_ID.match(name) and (name in found.channel_names or not found.channels_by_name.get(name.casefold())):
+        current = [c for c, chain in found.chains.items() if name in chain] or [name]
+    else:
+        current = found.channels_by_name.get(name.casefold(), [])
+    if not current:
+        raise SearchError(f"{modifier}: no channel named #{name[:80]} in this workspace")
+    ids = [c for channel_id in current for c in found.chains.get(channel_id, [channel_id])]
+    return ids[:MAX_ALTERNATIVES]
+
+
+def cursor_scope(team_id: str, q: str, tz: str | None) -> str:
+    """What a search cursor is bound to: the workspace, the query and the time zone."""
+    return "search|" + hashlib.sha256(f"{team_id}\0{q}\0{tz or ''}".encode()).hexdigest()[:32]
+
+
+def iso_day(day: int) -> str:
+    return (date(1970, 1, 1) + timedelta(days=day)).isoformat()
+
+
+# -- the plan ----------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    message: Message
+    reply_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where a page ends: the next page holds what comes after (day, ts, channel) in newest-first order; a
+    page cut short by the budget resumes at the top of `day` (ts None)."""
+
+    day: int
+    ts: int | None = None
+    channel_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"d": self.day, "t": self.ts, "c": self.channel_id}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Position:
+        day, ts, channel_id = value.get("d"), value.get("t"), value.get("c", "")
+        if not (isinstance(day, int) and not isinstance(day, bool) and FIRST_DAY - 1 <= day <= LAST_DAY):
+            raise ValueError("bad day")
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool)):
+            raise ValueError("bad ts")
+        if not isinstance(channel_id, str):
+            raise ValueError("bad channel")
+        return cls(day, ts, channel_id)
+
+    def before(self, ts: int, channel_id: str) -> bool:
+        """Whether (ts, channel) comes after this position in newest-first order (so belongs to a later page)."""
+        if self.ts is None:
+            return True
+        return ts < self.ts or (ts == self.ts and channel_id > self.channel_id)
+
+
+@dataclasses.dataclass
+class Page:
+    hits: list[Hit]
+    next_position: Position | None
+    searched_to: int | None      # the oldest day read when the budget cut the page short
+    query: Query
+    directory: Directory
+
+
+class _TermDays:
+    """The days a term occurs on, newest first, read a page at a time."""
+
+    def __init__(self, db: Database, team_id: str, term: str, newest: int, oldest: int) -> None:
+        self.db, self.team_id, self.term = db, team_id, term
+        self.days: list[int] = []
+        self.i = 0
+        self.newest, self.oldest = newest, oldest
+        self.done = newest < oldest
+        self.pending: Any = None
+
+    def prefetch(self) -> None:
+        if not self.done and self.i >= len(self.days) and self.pending is None:
+            self.pending = search_index.start_term_days(self.db, self.team_id, self.term, newest=self.newest,
+                                                        oldest=self.oldest, limit=DAY_PAGE)
+
+    def head(self) -> int | None:
+        while self.i >= len(self.days):
+            if self.done:
+                return None
+            self.prefetch()
+            self.days, self.i, self.pending = [r.day for r in self.pending.result()], 0, None
+            if len(self.days) < DAY_PAGE:
+                self.done = True
+            if self.days:
+                self.newest = self.days[-1] - 1
+        return self.days[self.i]
+
+    def skip_to(self, day: int) -> None:
+        """Drop the days after `day` (newer than it)."""
+        while (head := self.head()) is not None and head > day:
+            if self.days[-1] > day:  # the whole page is newer: read from `day` down next
+                if self.done:
+                    self.i = len(self.days)
+                else:
+                    self.days, self.i, self.newest = [], 0, min(self.newest, day)
+            else:
+                self.i += 1
+
+
+def _common_days(clauses: list[list[_TermDays]]) -> Iterator[int]:
+    """The days on which every clause has at least one of its terms, newest first."""
+    for alternatives in clauses:
+        for term in alternatives:
+            term.prefetch()
+    while True:
+        heads = []
+        for alternatives in clauses:
+            found = [h for t in alternatives if (h := t.head()) is not None]
+            if not found:
+                return
+            heads.append(max(found))
+        target = min(heads)
+        if all(h == target for h in heads):
+            yield target
+            target -= 1
+        for alternatives in clauses:
+            for term in alternatives:
+                term.skip_to(target)
+            for term in alternatives:
+                term.prefetch()
+
+
+@dataclasses.dataclass
+class _Plan:
+    db: Database
+    team_id: str
+    query: Query
+    clauses: list[list[str]]                  # each: index terms, any of which will do
+    words: list[list[Token]]
+    excluded: list[list[Token]]
+    references: list[set[str]]                # mention terms: a hit holds one of each set
+    authors: set[str] | None
+    lo_us: int
+    hi_us: int                                # exclusive
+    denied: frozenset[str]                    # channels whose messages this reader may not see
+
+
+def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, tz_name: str | None) -> _Plan:
+    found = directory(db, team_id)
+    clauses: list[list[str]] = []
+    references: list[set[str]] = []
+    for name in query.mentioned_users:
+        references.append({f"@{u.casefold()}" for u in _user_ids(found, name, "@")})
+    for name in query.mentioned_channels:
+        references.append({f"#{c.casefold()}" for c in _channel_ids(found, name, "#")})
+    clauses.extend(sorted(terms) for terms in references)
+    authors: set[str] | None = None
+    if query.from_users:
+        authors = {u for value in query.from_users for u in _user_ids(found, value, "from")}
+        clauses.append([search_index.author_term(u) for u in sorted(authors)])
+    if query.in_channels:
+        ids = {c for value in query.in_channels for c in _channel_ids(found, value, "in")}
+        clauses.append([search_index.channel_term(c) for c in sorted(ids)])
+    for words in query.words:
+        clauses.extend([search_terms.term_of(w)] for w in dict.fromkeys(words))
+    unique = list({tuple(sorted(c)): c for c in clauses}.values())
+    if not unique:
+        raise SearchError("a search needs a word, a \"phrase\", in:#channel, from:@user or a mention")
+    if len(unique) > MAX_CLAUSES:
+        raise SearchError(f"a search can hold at most {MAX_CLAUSES} words and modifiers, not {len(unique)}")
+    tz = zone(tz_name)
+    lo_us = window(query.first, tz)[0] if query.first else 0
+    hi_us = window(query.last, tz)[1] if query.last else _MAX_US
+    return _Plan(db, team_id, query, unique, query.words, query.excluded, references, authors, lo_us, hi_us,
+                 frozenset() if allow_private else found.private)
+
+
+def _confirmed(plan: _Plan, row: Any) -> bool:
+    if row.msg_ts is None or row.deleted or not (plan.lo_us <= row.ts < plan.hi_us):
+        return False
+    if plan.authors is not None and row.user_id not in plan.authors:
+        return False
+    if plan.query.has_file and not row.files:
+        return False
+    if plan.query.has_reaction and not row.reactions:
+        return False
+    if plan.query.is_thread and not (
+            (row.thread_ts is not None and row.thread_ts != row.ts) or (row.reply_count or 0) > 0):
+        return False
+    if plan.references:
+        held = search_terms.references(row.text)
+        if not all(terms & held for terms in plan.references):
+            return False
+    if plan.words or plan.excluded:
+        stream = search_terms.tokens(row.text)
+        if not all(search_terms.matches(words, stream) for words in plan.words):
+            return False
+        if any(search_terms.matches(words, stream) for words in plan.excluded):
+            return False
+    return True
+
+
+def _candidates(plan: _Plan, days: list[int], start: Position) -> tuple[list[tuple[int, str]], int]:
+    """The (ts, channel) that hold every clause on these days, newest first, after `start`; and rows read."""
+    futures = []
+    for day in days:
+        below = min(plan.hi_us, start.ts + 1 if day == start.day and start.ts is not None else _MAX_US)
+        futures.append([[search_index.start_postings(plan.db, plan.team_id, term, day, below=below,
+                                                     at_least=plan.lo_us) for term in clause]
+                        for clause in plan.clauses])
+    out: list[tuple[int, str]] = []
+    rows_read = 0
+    for day, clause_futures in zip(days, futures, strict=True):
+        common: set[tuple[int, str]] | None = None
+        for alternatives in clause_futures:
+            found: set[tuple[int, str]] = set()
+            for future in alternatives:
+                rows = [(r.ts, r.channel_id) for r in future.result()]
+                rows_read += len(rows)
+                found.update(rows)
+            common = found if common is None else common & found
+        kept = [c for c in common or () if c[1] not in plan.denied and (day != start.day or start.before(*c))]
+        out.extend(sorted(kept, key=lambda c: (-c[0], c[1])))
+    return out, rows_read
+
+
+def _confirm(plan: _Plan, candidates: list[tuple[int, str]]) -> list[Hit]:
+    """The candidates that are answers, in the order given (one read per channel-day)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    for ts, channel_id in candidates:
+        groups.setdefault((channel_id, day_of(ts)), []).append(ts)
+    futures = {key: messages.start_candidates(plan.db, plan.team_id, key[0], key[1], ts_list)
+               for key, ts_list in groups.items()}
+    rows: dict[tuple[int, str], Any] = {}
+    for (channel_id, _day), future in futures.items():
+        for row in future.result():
+            rows[(row.ts, channel_id)] = row
+    hits = []
+    for key in candidates:
+        row = rows.get(key)
+        if row is not None and _confirmed(plan, row):
+            message = Message.from_row(row)
+            if message is not None:
+                hits.append(Hit(message, row.reply_count or 0))
+    return hits
+
+
+def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Position | None = None,
+           allow_private: bool = False, tz: str | None = None) -> Page:
+    """One page of the messages matching `q`, newest first, after `position` (None: from the newest)."""
+    query = parse(q)
+    plan = _resolve(db, team_id, query, allow_private=allow_private, tz_name=tz)
+    newest = min(day_of(plan.hi_us - 1), LAST_DAY)
+    start = position or Position(newest)
+    newest = min(newest, start.day)
+    oldest = max(day_of(plan.lo_us), FIRST_DAY)
+    streams = [[_TermDays(db, team_id, term, newest, oldest) for term in clause] for clause in plan.clauses]
+    days = _common_days(streams)
+    hits: list[Hit] = []
+    days_read = rows_read = 0
+    window_size = 1
+    last_day: int | None = None
+    while len(hits) <= limit:
+        batch = list(itertools.islice(days, window_size))
+        if not batch:
+            return Page(hits, None, None, query, directory(db, team_id))
+        window_size = min(window_size * 2, 16)
+        candidates, read = _candidates(plan, batch, start)
+        days_read += len(batch)
+        rows_read += read
+        last_day = batch[-1]
+        i = 0
+        while i < len(candidates) and len(hits) <= limit:
+            want = max(32, 2 * (limit + 1 - len(hits)))
+            hits.extend(_confirm(plan, candidates[i:i + want]))
+            i += want
+        if len(hits) <= limit and (days_read >= MAX_DAYS or rows_read >= MAX_ROWS):
+            return Page(hits, Position(last_day - 1), last_day, query, directory(db, team_id))
+    hits = hits[:limit + 1]
+    last = hits[limit - 1].message
+    return Page(hits[:limit], Position(day_of(last.ts), last.ts, last.channel_id), None, query,
+                directory(db, team_id))
+
+
+# -- indexing what was archived before search existed ------------------------------------------------------------
+
+def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool = False,
+                  progress: Any = None) -> int:
+    """Write the postings of every message of one channel (newest day first), recording after each day how far
+    it came, so a run that stops resumes at that day. Returns the messages indexed in this run."""
+    done = search_index.progress(db, team_id).get(channel_id)
+    next_day, total = done if done is not None else (LAST_DAY, 0)
+    if next_day < 0:
+        return 0
+    indexed = 0
+    days = sorted(messages.all_days(db, team_id, channel_id, last_day=next_day), reverse=True)
+    for day in days:
+        rows = messages.texts_of_day(db, team_id, channel_id, day)
+        writes, listed = [], []
+        for row in rows:
+            if row.msg_ts is None:
+                continue
+            w, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id, row.text)
+            writes.extend(w)
+            listed.extend(keys)
+        if not dry_run:
+            db.execute_many(writes)
+            search_index.note_indexed(listed)
+            indexed += len(rows)
+            search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed)
+        if progress is not None:
+            progress(len(rows))
+    if not dry_run:
+        search_index.record_progress(db, team_id, channel_id, -1, total + indexed)
+    return indexed

@@ -1,0 +1,339 @@
+"""Archive search against a brute-force reference: a workspace generated through signed Events API requests
+(posts, replies, edits that add and remove words, deletes, reactions added and removed, files, a rename, a
+private channel, events out of order), and for every query the full paged answer compared with a scan of the
+test's own model of the final state (written here from the rules in docs/slack-search.md, not from the code)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+import unicodedata
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from api.slack import search
+from tests.slack.helpers import (
+    ALL,
+    channel_event,
+    created,
+    delete,
+    edit,
+    msg,
+    post_event,
+    reaction,
+    rename,
+)
+
+TEAM = "TSEARCH1"  # token-search-public (tests/helpers.py) may read it, without the private scope
+PUBLIC_ONLY = {"Authorization": "Bearer token-search-public"}
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+DAYS = 30
+USERS = {"UANN1": ("ann", "Ann Lee"), "UBOB2": ("bob", "Bob Ray"), "UZOE3": ("zoe", "Zoë Kraft")}
+CHANNELS = {"CGEN1": "general", "CRND2": "random", "CSEC3": "secret"}
+VOCAB = ["deploy", "deployed", "rollback", "incident", "café", "cafe", "naïve", "coffee", "release", "notes",
+         "東京都", "京都", "database", "latency", "budget", "alpha", "beta", "gamma"]
+
+
+@dataclasses.dataclass
+class Model:
+    channel: str
+    ts: int                      # µs
+    user: str
+    text: str
+    thread_ts: int | None = None
+    files: bool = False
+    reactions: set = dataclasses.field(default_factory=set)
+    deleted: bool = False
+    replies: int = 0
+
+
+def _ts(us: int) -> str:
+    return f"{us // 1_000_000}.{us % 1_000_000:06d}"
+
+
+def _text(rng: random.Random, mention: bool) -> str:
+    words = rng.sample(VOCAB, rng.randint(1, 5))
+    if rng.random() < 0.3:
+        words.insert(rng.randrange(len(words) + 1), "rolled back")
+    if mention:
+        words.append(rng.choice(["<@UANN1>", "<@UBOB2|bob>", "<#CRND2|random>"]))
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def archive(app) -> dict[tuple[str, int], Model]:
+    """The generated workspace; returns the model of every message's final state."""
+    client = app.test_client()
+    rng = random.Random(13)
+    start = int(BASE.timestamp() * 1_000_000)
+
+    def send(event: dict[str, Any]) -> None:
+        r = post_event(client, TEAM, event)
+        assert r.status_code == 200, r.data
+
+    for i, (channel, name) in enumerate(CHANNELS.items()):
+        send(created(channel, name, _ts(start - 86_400_000_000 + i)))
+    send(channel_event("channel_convert_to_private", "CSEC3", _ts(start - 80_000_000_000)))
+    for user, (name, real) in USERS.items():
+        send({"type": "team_join", "event_ts": _ts(start - 86_000_000_000), "user": {
+            "id": user, "name": name, "real_name": real, "updated": int(BASE.timestamp()) - 86_000,
+            "profile": {"display_name": name, "real_name": real}}})
+
+    model: dict[tuple[str, int], Model] = {}
+    late: list[dict[str, Any]] = []  # events delivered after everything else (Slack retries, reordering)
+    for n in range(260):
+        channel = rng.choice(list(CHANNELS))
+        ts = start + rng.randrange(DAYS * 86_400) * 1_000_000 + n  # distinct ts
+        user = rng.choice(list(USERS))
+        heads = [m for m in model.values() if m.channel == channel and m.thread_ts is None and m.ts < ts]
+        m = Model(channel, ts, user, _text(rng, rng.random() < 0.15))
+        extra: dict[str, Any] = {}
+        if heads and rng.random() < 0.2:
+            head = rng.choice(heads)
+            m.thread_ts = head.ts
+            extra["thread_ts"] = _ts(head.ts)
+        if rng.random() < 0.15:
+            m.files = True
+            extra.update(subtype="file_share", files=[{"id": f"F{n:05d}", "name": f"f{n}.txt",
+                                                     "mimetype": "text/plain",
+                                                     "url_private": "http://127.0.0.1:9/f"}])
+        event = msg(channel, _ts(ts), m.text, user=user, **extra)
+        send(event)
+        model[(channel, ts)] = m
+        if m.thread_ts is not None:
+            model[(channel, m.thread_ts)].replies += 1
+    messages = list(model.values())
+    for m in rng.sample(messages, 40):  # edits, some out of order (the newer edit first)
+        new_text = _text(rng, False)
+        at = m.ts + 3_600_000_000
+        event = edit(m.channel, _ts(m.ts), new_text, m.text, _ts(at), user=m.user,
+                     **({"thread_ts": _ts(m.thread_ts)} if m.thread_ts else {}))
+        if rng.random() < 0.3:
+            older = edit(m.channel, _ts(m.ts), "stale words only", m.text, _ts(at - 1_000_000), user=m.user,
+                         **({"thread_ts": _ts(m.thread_ts)} if m.thread_ts else {}))
+            late.append(older)
+        send(event)
+        m.text = new_text
+    for m in rng.sample(messages, 60):
+        for user in rng.sample(list(USERS), rng.randint(1, 2)):
+            send(reaction("added", m.channel, _ts(m.ts), "tada", user, _ts(m.ts + 10_000_000)))
+            m.reactions.add(user)
+        if rng.random() < 0.25:
+            for user in list(m.reactions):
+                send(reaction("removed", m.channel, _ts(m.ts), "tada", user, _ts(m.ts + 20_000_000)))
+            m.reactions.clear()
+    for m in rng.sample([m for m in messages if not m.replies], 25):
+        event = delete(m.channel, _ts(m.ts), _ts(m.ts + 30_000_000))
+        if m.thread_ts is not None:  # as Slack sends a reply's delete: the reply names its thread
+            event["previous_message"].update(user=m.user, thread_ts=_ts(m.thread_ts))
+        send(event)
+        m.deleted = True
+        if m.thread_ts is not None:
+            model[(m.channel, m.thread_ts)].replies -= 1
+    for event in late:
+        send(event)
+    send(rename("CGEN1", "townhall", _ts(start + DAYS * 86_400_000_000)))
+    return model
+
+
+# -- the reference: rules of docs/slack-search.md, written independently of api/slack/search*.py --------------
+
+def _cjk(ch: str) -> bool:
+    return unicodedata.name(ch, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+
+
+def _words(text: str) -> list[str]:
+    text = re.sub(r"<[@#][^>]*>", " ", text)
+    text = unicodedata.normalize("NFKC", text).casefold()
+    out: list[str] = []
+    for word in re.findall(r"\w+", text):
+        run = ""
+        for ch in word + " ":
+            if ch != " " and _cjk(ch):
+                run += ch
+                continue
+            if run:
+                out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+                run = ""
+        rest = "".join(" " if _cjk(ch) else ch for ch in word).split()
+        # non-CJK parts keep their position only approximately; the vocabulary never mixes scripts in a word
+        out.extend(rest)
+    return out
+
+
+def _bare(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+
+
+def _has(m: Model, phrase: str) -> bool:
+    query, stream = _words(phrase), _words(m.text)
+    def same(q: str, t: str) -> bool:
+        return t == q or (_bare(q) == q and _bare(t) == q)
+    return any(all(same(q, stream[i + j]) for j, q in enumerate(query)) for i in range(len(stream) - len(query) + 1))
+
+
+def _day(m: Model, tz: str = "UTC") -> date:
+    return datetime.fromtimestamp(m.ts / 1e6, ZoneInfo(tz)).date()
+
+
+def _mentions(m: Model) -> set[str]:
+    return {x.upper() for x in re.findall(r"<[@#]([A-Z0-9]+)", m.text)}
+
+
+QUERIES: list[tuple[str, Any]] = [
+    ("deploy", lambda m: _has(m, "deploy")),
+    ("cafe", lambda m: _has(m, "cafe")),
+    ("café", lambda m: _has(m, "café")),
+    ("CAFÉ naive", lambda m: _has(m, "café") and _has(m, "naive")),
+    ("京都", lambda m: _has(m, "京都")),
+    ("東京都", lambda m: _has(m, "東京都")),
+    ('"rolled back" release', lambda m: _has(m, "rolled back") and _has(m, "release")),
+    ('"back rolled"', lambda m: _has(m, "back rolled")),
+    ("deploy -budget", lambda m: _has(m, "deploy") and not _has(m, "budget")),
+    ("in:#random", lambda m: m.channel == "CRND2"),
+    ("in:#townhall latency", lambda m: m.channel == "CGEN1" and _has(m, "latency")),
+    ("in:CGEN1 in:#random alpha", lambda m: m.channel in ("CGEN1", "CRND2") and _has(m, "alpha")),
+    ("from:@ann", lambda m: m.user == "UANN1"),
+    ("from:@zoe beta", lambda m: m.user == "UZOE3" and _has(m, "beta")),
+    ("from:UBOB2 from:@zoe gamma", lambda m: m.user in ("UBOB2", "UZOE3") and _has(m, "gamma")),
+    ("@ann", lambda m: "UANN1" in _mentions(m)),
+    ("#random coffee", lambda m: "CRND2" in _mentions(m) and _has(m, "coffee")),
+    ("incident has:reaction", lambda m: _has(m, "incident") and bool(m.reactions)),
+    ("has:file in:#random", lambda m: m.files and m.channel == "CRND2"),
+    ("is:thread", None),  # no word: refused (422), checked below
+    ("in:#random is:thread", lambda m: m.channel == "CRND2" and (m.thread_ts is not None or m.replies > 0)),
+    ("notes after:2026-01-10 before:2026-01-20",
+     lambda m: _has(m, "notes") and date(2026, 1, 10) < _day(m) < date(2026, 1, 20)),
+    ("database on:2026-01-05", lambda m: _has(m, "database") and _day(m) == date(2026, 1, 5)),
+    ("release during:2026-01", lambda m: _has(m, "release") and _day(m).month == 1),
+    ("stale words", lambda m: _has(m, "stale words")),
+    ("release 京都 東京都", lambda m: _has(m, "release") and _has(m, "京都") and _has(m, "東京都")),
+]
+
+
+def reference(archive: dict, predicate: Any, *, private: bool = True) -> list[tuple[str, str]]:
+    found = [m for m in archive.values()
+             if not m.deleted and (private or m.channel != "CSEC3") and predicate(m)]
+    found.sort(key=lambda m: (-m.ts, m.channel))
+    return [(m.channel, _ts(m.ts)) for m in found]
+
+
+def run_search(client, q: str, *, headers=ALL, limit: int = 7, **params: Any) -> list[dict[str, Any]]:
+    """Every page of a search, following next_cursor."""
+    out: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(200):
+        r = client.get(f"/slack/teams/{TEAM}/search", headers=headers,
+                       query_string={"q": q, "limit": limit, **({"cursor": cursor} if cursor else {}), **params})
+        assert r.status_code == 200, (q, r.json)
+        assert len(r.json["messages"]) <= limit
+        out.extend(r.json["messages"])
+        cursor = r.json.get("next_cursor")
+        if not cursor:
+            return out
+    raise AssertionError("paging did not end")
+
+
+@pytest.mark.parametrize(("q", "predicate"), [(q, p) for q, p in QUERIES if p is not None])
+def test_search_equals_the_brute_force_reference(client, archive, q, predicate):
+    expected = reference(archive, predicate)
+    got = run_search(client, q)
+    assert [(m["channel_id"], m["ts"]) for m in got] == expected
+    assert expected or q in ('"back rolled"', "stale words"), f"query {q!r} selects nothing: a weak test"
+    for m in got:  # what is shown is the message's current state
+        model = archive[(m["channel_id"], int(m["ts"].replace(".", "")))]
+        assert m["text"] == model.text and "deleted" not in m
+
+
+def test_reader_time_zone_moves_day_boundaries(client, archive):
+    # 2026-01-05 in Tokyo is 2026-01-04T15:00Z .. 2026-01-05T15:00Z
+    q = "database on:2026-01-05"
+    expected = reference(archive, lambda m: _has(m, "database") and _day(m, "Asia/Tokyo") == date(2026, 1, 5))
+    assert [(m["channel_id"], m["ts"]) for m in run_search(client, q, tz="Asia/Tokyo")] == expected
+    assert expected != reference(archive, lambda m: _has(m, "database") and _day(m) == date(2026, 1, 5))
+
+
+def test_private_channel_needs_the_private_scope(client, archive):
+    expected = reference(archive, lambda m: _has(m, "deploy"), private=False)
+    got = run_search(client, "deploy", headers=PUBLIC_ONLY)
+    assert [(m["channel_id"], m["ts"]) for m in got] == expected
+    assert any(m.channel == "CSEC3" and _has(m, "deploy") and not m.deleted for m in archive.values())
+
+
+def test_results_carry_channel_names_and_thread_sizes(client, archive):
+    got = run_search(client, "in:#townhall", limit=100)
+    assert got and {m["channel_name"] for m in got} == {"townhall"}
+    heads = [m for m in got if m.get("reply_count")]
+    for m in heads:
+        assert m["reply_count"] == archive[("CGEN1", int(m["ts"].replace(".", "")))].replies
+
+
+def test_a_read_budget_cuts_pages_short_and_paging_still_finds_everything(client, archive, monkeypatch):
+    monkeypatch.setattr(search, "MAX_DAYS", 2)
+    q = "budget rollback"
+    expected = reference(archive, lambda m: _has(m, "budget") and _has(m, "rollback"))
+    pages, got, cursor = 0, [], None
+    while True:
+        r = client.get(f"/slack/teams/{TEAM}/search", headers=ALL,
+                       query_string={"q": q, "limit": 50, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200
+        pages += 1
+        got.extend(r.json["messages"])
+        cursor = r.json.get("next_cursor")
+        if r.json.get("searched_to"):
+            assert cursor, "a page cut short has a cursor"
+        if not cursor:
+            break
+    assert [(m["channel_id"], m["ts"]) for m in got] == expected
+    assert pages > 3
+
+
+@pytest.mark.parametrize(("params", "status", "reason"), [
+    ({"q": "is:thread"}, 422, "a search needs a word"),
+    ({"q": "x from:@nobody"}, 422, "no user named @nobody"),
+    ({"q": "x in:#nowhere"}, 422, "no channel named #nowhere"),
+    ({"q": "x on:2026-02-30"}, 422, "on: takes a date"),
+    ({"q": "x has:link"}, 422, "has: takes file or reaction"),
+    ({"q": ""}, 422, None),
+    ({"q": "x", "limit": 0}, 422, None),
+    ({"q": "x" * 1001}, 422, None),
+    ({"q": "x", "cursor": "garbage"}, 400, None),
+])
+def test_bad_queries_get_a_reason(client, archive, params, status, reason):
+    r = client.get(f"/slack/teams/{TEAM}/search", headers=ALL, query_string=params)
+    assert r.status_code == status, r.json
+    assert r.json.get("message") or r.json.get("errors")
+    if reason:
+        assert reason in r.json["message"]
+
+
+def test_a_cursor_belongs_to_its_query(client, archive):
+    first = client.get(f"/slack/teams/{TEAM}/search", headers=ALL, query_string={"q": "deploy", "limit": 2})
+    cursor = first.json["next_cursor"]
+    assert cursor
+    other = client.get(f"/slack/teams/{TEAM}/search", headers=ALL,
+                       query_string={"q": "release", "limit": 2, "cursor": cursor})
+    assert other.status_code == 400
+
+
+def test_access(client, archive):
+    assert client.get(f"/slack/teams/{TEAM}/search", query_string={"q": "x"}).status_code == 401
+    other = client.get("/slack/teams/T1/search", headers=PUBLIC_ONLY, query_string={"q": "x"})
+    assert other.status_code == 403
+
+
+def test_an_edit_is_searchable_at_once_and_old_words_stop_matching(client, archive):
+    ts = _ts(int((BASE + timedelta(days=DAYS + 2)).timestamp() * 1_000_000))
+    assert post_event(client, TEAM, msg("CRND2", ts, "zebracorn sighting", user="UANN1")).status_code == 200
+    assert [m["ts"] for m in run_search(client, "zebracorn")] == [ts]
+    later = _ts(int(ts.replace(".", "")) + 5_000_000)
+    assert post_event(client, TEAM, edit("CRND2", ts, "unicornzebra sighting", "zebracorn sighting", later,
+                                         user="UANN1")).status_code == 200
+    assert run_search(client, "zebracorn") == []
+    assert [m["ts"] for m in run_search(client, "unicornzebra sighting")] == [ts]
+    assert post_event(client, TEAM, delete("CRND2", ts, _ts(int(later.replace(".", "")) + 1))).status_code == 200
+    assert run_search(client, "unicornzebra") == []
