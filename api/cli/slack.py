@@ -405,3 +405,43 @@ def analytics_rebuild(team_id: str, channels: str | None, dry_run: bool, keyspac
         db.close()
     emit({"team_id": team_id, "channels": len(wanted), "days": days,
           "writes": written, "dry_run": dry_run})
+
+
+@slack.command("index-search", context_settings=CONTEXT,
+               short_help="Index messages archived before search existed.")
+@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--channels", default=None, help="Comma-separated channel ids (default: every channel of the index).")
+@click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
+@click.option("--dry-run", is_flag=True, help="Read and count the messages and postings; write nothing.")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def index_search(team_id: str, channels: str | None, restart: bool, dry_run: bool, keyspace: str | None,
+                 progress: bool) -> None:
+    """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
+    channel, newest day first. New messages are indexed at ingest; this is for archives stored before schema
+    0090. Progress is recorded after each day (table slack_search_backfill), so a stopped run resumes at the
+    day it reached; postings are insert-only, so indexing a day twice changes nothing.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    from api.slack import channels as channel_table
+    from api.slack import search
+
+    db = _database(keyspace)
+    messages = rows = 0
+    try:
+        with cassandra_errors(), progress_bars(progress) as bar:
+            wanted = ([c.strip() for c in channels.split(",") if c.strip()] if channels else
+                      [r.channel_id for r in channel_table.every_indexed(db, team_id)])
+            next_channel = bar("channels", len(wanted))
+            advance = bar("messages", None)
+            for channel_id in wanted:
+                found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
+                                                      progress=advance)
+                messages += found
+                rows += written
+                next_channel(1)
+    finally:
+        db.close()
+    emit({"team_id": team_id, "channels": len(wanted), "messages": messages, "rows": rows,
+          "dry_run": dry_run})

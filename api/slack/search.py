@@ -543,32 +543,35 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
 
 # -- indexing what was archived before search existed ------------------------------------------------------------
 
-def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool = False,
-                  progress: Any = None) -> int:
-    """Write the postings of every message of one channel (newest day first), recording after each day how far
-    it came, so a run that stops resumes at that day. Returns the messages indexed in this run."""
-    done = search_index.progress(db, team_id).get(channel_id)
+def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool = False, restart: bool = False,
+                  progress: Any = None) -> tuple[int, int]:
+    """Write the postings of every message of one channel, newest day first, recording after each day how far
+    it came: a run that stops resumes at that day (`restart` starts over). Postings are insert-only and the same
+    message always gives the same rows, so indexing twice changes nothing. Returns (messages, rows written:
+    postings and day listings) of this run; `dry_run` counts them and writes nothing. `progress(n)` is called
+    with each day's messages."""
+    done = None if restart else search_index.progress(db, team_id).get(channel_id)
     next_day, total = done if done is not None else (LAST_DAY, 0)
+    indexed = rows = 0
     if next_day < 0:
-        return 0
-    indexed = 0
-    days = sorted(messages.all_days(db, team_id, channel_id, last_day=next_day), reverse=True)
-    for day in days:
-        rows = messages.texts_of_day(db, team_id, channel_id, day)
-        writes, listed = [], []
-        for row in rows:
+        return 0, 0
+    for day in sorted(messages.all_days(db, team_id, channel_id, last_day=next_day), reverse=True):
+        writes, listed, count = [], [], 0
+        for row in messages.texts_of_day(db, team_id, channel_id, day):
             if row.msg_ts is None:
                 continue
-            w, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id, row.text)
-            writes.extend(w)
+            day_writes, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id, row.text)
+            writes.extend(day_writes)
             listed.extend(keys)
+            count += 1
+        indexed += count
+        rows += len(writes)
         if not dry_run:
             db.execute_many(writes)
             search_index.note_indexed(listed)
-            indexed += len(rows)
             search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed)
         if progress is not None:
-            progress(len(rows))
+            progress(count)
     if not dry_run:
         search_index.record_progress(db, team_id, channel_id, -1, total + indexed)
-    return indexed
+    return indexed, rows

@@ -6,6 +6,7 @@ test's own model of the final state (written here from the rules in docs/slack-s
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import re
 import unicodedata
@@ -14,7 +15,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from click.testing import CliRunner
 
+from api.cli import chronicle as cli
+from api.db import Statement
 from api.slack import search
 from tests.slack.helpers import (
     ALL,
@@ -337,3 +341,48 @@ def test_an_edit_is_searchable_at_once_and_old_words_stop_matching(client, archi
     assert [m["ts"] for m in run_search(client, "unicornzebra sighting")] == [ts]
     assert post_event(client, TEAM, delete("CRND2", ts, _ts(int(later.replace(".", "")) + 1))).status_code == 200
     assert run_search(client, "unicornzebra") == []
+
+
+# Message rows as the code before schema 0090 wrote them: no postings.
+OLD_UPSERT = Statement(
+    "UPDATE slack_messages USING TIMESTAMP ? SET msg_ts = ?, user_id = ?, text = ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?")
+OLD_DAY = Statement("INSERT INTO slack_channel_days (team_id, channel_id, day) VALUES (?, ?, ?)")
+OLD_INDEX = Statement("INSERT INTO slack_channel_index (team_id, channel_id, name) VALUES (?, ?, ?)")
+
+
+def test_index_search_indexes_messages_stored_before_search_and_resumes(client, db, monkeypatch):
+    team = "TSEARCHOLD"
+    channels = {"COLDA": 3, "COLDB": 2}  # channel -> days with two messages each
+    for channel, days in channels.items():
+        db.execute(OLD_INDEX, (team, channel, channel.lower()))
+        for day in range(days):
+            for k in range(2):
+                us = int((BASE + timedelta(days=day, hours=k)).timestamp() * 1_000_000)
+                db.execute(OLD_UPSERT, (us, _ts(us), "UOLD1", f"archived fossil {channel} {day}", team, channel,
+                                        us // 86_400_000_000, us))
+            db.execute(OLD_DAY, (team, channel, int((BASE + timedelta(days=day)).timestamp()) // 86_400))
+
+    def search_old(q: str) -> list[dict]:
+        r = client.get(f"/slack/teams/{team}/search", headers=ALL, query_string={"q": q, "limit": 100})
+        assert r.status_code == 200, r.json
+        return r.json["messages"]
+
+    monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
+    assert search_old("fossil") == []
+    dry = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--dry-run", "--no-progress"])
+    assert dry.exit_code == 0, dry.output
+    # 10 messages, each with 4 words (archived, fossil, the channel id, the day) plus from: and in: terms, and
+    # the day listings of those terms
+    counted = json.loads(dry.stdout)
+    assert counted["messages"] == 10 and counted["rows"] > 10 * 6
+    assert search_old("fossil") == []  # a dry run writes nothing
+    one = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--channels", "COLDA", "--no-progress"])
+    assert one.exit_code == 0 and json.loads(one.stdout)["messages"] == 6
+    assert {m["channel_id"] for m in search_old("fossil")} == {"COLDA"}
+    rest = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress"])
+    assert json.loads(rest.stdout)["messages"] == 4  # COLDA is done: resumed, not redone
+    assert len(search_old("fossil")) == 10 and len(search_old("fossil colda 2")) == 2
+    again = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--restart", "--no-progress"])
+    assert json.loads(again.stdout)["messages"] == 10 and len(search_old("fossil")) == 10
+    assert CliRunner().invoke(cli, ["slack", "index-search"]).exit_code == 2
