@@ -18,6 +18,10 @@ ensure_system_tools() {
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
   # Browser tests drive Debian's Chromium with Playwright (no browser download is possible offline).
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  # Emoji in the archive pages' screenshots (reactions, :shortcodes:); pages work without it, so only as root.
+  if [ ! -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] && [ "$(id -u)" = 0 ]; then
+    missing+=(fonts-noto-color-emoji)
+  fi
   command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: Chronicle needs Python 3.11 (set PYTHON=/path/to/python3.11)"
   if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

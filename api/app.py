@@ -67,9 +67,15 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 
 def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
+    from api.pages import common as common_assets
     from api.tagging.pages import bp as tagging_pages
+    from api.viewer.session import bp as archive_session
+    from api.viewer.slack_pages import bp as archive_pages
 
+    app.register_blueprint(common_assets)
     app.register_blueprint(tagging_pages)
+    app.register_blueprint(archive_session)
+    app.register_blueprint(archive_pages)
 
 
 def _document_server_refusals(api: Api) -> None:

@@ -46,13 +46,21 @@ def _bearer() -> bytes:
     return token.strip().encode()
 
 
-def current_grant(settings: Settings) -> Grant:
-    """The grant of the request's bearer token; 401 when absent or unknown."""
-    token = _bearer()
+def grant_for_token(settings: Settings, token: str | bytes) -> Grant | None:
+    """The grant of an API token (from a bearer header or the archive pages' cookie); None when unknown."""
+    wanted = token.encode() if isinstance(token, str) else token
+    if not wanted:
+        return None
     found = None
     for known, grant in _grants(settings.api_tokens):
-        if hmac.compare_digest(known, token):  # compare all: no early exit on a match
+        if hmac.compare_digest(known, wanted):  # compare all: no early exit on a match
             found = grant
+    return found
+
+
+def current_grant(settings: Settings) -> Grant:
+    """The grant of the request's bearer token; 401 when absent or unknown."""
+    found = grant_for_token(settings, _bearer())
     if found is None:
         abort(401, message="unknown API token")
     return found

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import requests
 import structlog
@@ -48,6 +48,10 @@ class FetchError(Exception):
 class ObjectStore(Protocol):
     def put(self, key: str, data: bytes, content_type: str | None) -> str: ...
 
+    def open(self, key: str) -> BinaryIO:
+        """The stored object's bytes to stream (the caller closes it); FileNotFoundError when absent."""
+        ...
+
 
 class LocalStore:
     """Files under a directory; written to a temporary name then renamed, so a reader never sees half a file."""
@@ -57,13 +61,17 @@ class LocalStore:
         self._resolved: Path | None = None
         self._made: set[Path] = set()  # directories known to exist (saves a mkdir per file)
 
-    def put(self, key: str, data: bytes, content_type: str | None) -> str:
+    def _path(self, key: str) -> Path:
         if self._resolved is None:
             self._resolved = self.root.resolve()
         # normpath, not resolve(): a lexical check of the key is enough (the root is ours) and costs no syscall.
         path = Path(os.path.normpath(self._resolved / key))
         if not path.is_relative_to(self._resolved) or path == self._resolved:
             raise ValueError(f"object key {key!r} leaves the files root")
+        return path
+
+    def put(self, key: str, data: bytes, content_type: str | None) -> str:
+        path = self._path(key)
         if path.parent not in self._made:
             path.parent.mkdir(parents=True, exist_ok=True)
             if len(self._made) > 100_000:
@@ -77,6 +85,12 @@ class LocalStore:
             tmp.write_bytes(data)
         os.replace(tmp, path)
         return path.as_uri()
+
+    def open(self, key: str) -> BinaryIO:
+        path = self._path(key)
+        if not path.is_file():  # a directory (another object's prefix) is no object
+            raise FileNotFoundError(key)
+        return path.open("rb")
 
 
 class S3Store:
@@ -93,6 +107,17 @@ class S3Store:
         extra = {"ContentType": content_type} if content_type else {}
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **extra)
         return f"s3://{self.bucket}/{key}"
+
+    def open(self, key: str) -> BinaryIO:
+        from botocore.exceptions import ClientError
+
+        try:
+            found = self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                raise FileNotFoundError(key) from None
+            raise
+        return found["Body"]  # botocore's StreamingBody: read(n), close()
 
 
 def store_from_settings(s: SlackSettings) -> ObjectStore:

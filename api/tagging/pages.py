@@ -14,6 +14,7 @@ from pathlib import Path
 from flask import Blueprint, Response, redirect, render_template, request
 
 from api.db import get_db
+from api.pages import secure
 from api.tagging import access, projects
 from api.tagging.projects import Member, Project
 
@@ -24,12 +25,6 @@ _API_DIR = Path(__file__).resolve().parents[1]
 bp = Blueprint("tagging_pages", __name__, template_folder=str(_API_DIR / "templates"),
                static_folder=str(_API_DIR / "static" / "tagging"), static_url_path="/tagging/static")
 
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
 # The QA page lives at .../qa, not .../review: GET /tagging/projects/<p>/review is the REST review list (JSON), and
 # one URL and method can only have one view.
 PAGE_PATHS = {"tag": "tag", "review": "qa", "dashboard": "dashboard"}
@@ -50,12 +45,8 @@ def _tagging_page_url(project: str, page: str) -> str:
     return page_url(project, page)
 
 
-@bp.after_request
-def _secure(response: Response) -> Response:
-    response.headers.update(SECURITY_HEADERS)
-    if response.mimetype == "text/html":
-        response.headers["Cache-Control"] = "no-store"  # pages name a person and their project: never cached
-    return response
+# Pages name a person and their project: the shared headers, and HTML never cached.
+bp.after_request(secure)
 
 
 def _signin_page(error: str | None = None, status: int = 200) -> tuple[str, int]:

@@ -1,0 +1,1 @@
+"""Archive viewer: web pages over the Slack archive and the follower network."""

@@ -1,0 +1,547 @@
+"""The archive's Slack pages (/archive/...): a workspace's channels and users, a channel's timeline newest first
+with "load older" paging, a thread in a side panel, a message's edit history, a user's profile with their
+activity calendar and recent messages, and stored files streamed after the same access checks.
+
+Server-rendered (Jinja, api/templates/viewer/); the plain JS in api/static/viewer/ fetches the fragments
+(older page, thread, history) and puts them in the page. Access is the REST API's (api/slack/http.py): the
+cookie's token must allow the workspace, a private(-converted) channel needs the private scope, and the reads go
+through the same owner functions with the same signed cursors (a timeline cursor of the REST API pages this
+timeline too). Message text is rendered by api/viewer/render.py only; everything else is escaped by Jinja.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, current_app, g, render_template, request, send_file
+from werkzeug.exceptions import HTTPException
+
+from api.activity import calendar, codec, service
+from api.activity import events as ev
+from api.activity.http import private_channels
+from api.config import Settings
+from api.db import get_db
+from api.errors import CASSANDRA_UNAVAILABLE
+from api.pages import secure
+from api.paging import sign_cursor, verify_cursor
+from api.slack import channels, files, messages, users
+from api.slack.codec import is_slack_id
+from api.slack.messages import Message
+from api.slack.settings import SlackSettings
+from api.slack.timeutil import is_ts, ts_to_us
+from api.viewer import render, views
+from api.viewer.session import Reader, current_reader, signin_redirect
+
+_API_DIR = Path(__file__).resolve().parents[1]
+
+bp = Blueprint("archive_pages", __name__, url_prefix="/archive", template_folder=str(_API_DIR / "templates"),
+               static_folder=str(_API_DIR / "static" / "viewer"), static_url_path="/static")
+
+PAGE_SIZE = 50  # timeline messages per page (the REST API's default limit)
+THREAD_PAGE = 100
+INDEX_PAGE = 100  # channels and users per page of the workspace page
+CALENDAR_WEEKS = 12
+RECENT_MESSAGES = 20
+_BAD_CURSOR = "invalid cursor: use the page's own 'load older' button"
+
+
+class PageError(Exception):
+    """A refusal shown as a page (or, for a fragment, as a small HTML error with the same status)."""
+
+    def __init__(self, status: int, title: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.title, self.message = status, title, message
+
+
+# A stored file is sent as a download with a CSP of its own (no scripts, sandboxed): whatever was uploaded to
+# Slack never runs as a page of Chronicle's origin.
+FILE_CSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    secure(response)
+    if request.endpoint != "archive_pages.static":
+        response.headers["Cache-Control"] = "no-store"  # every answer holds scoped archive data
+    if request.endpoint == "archive_pages.stored_file" and response.status_code == 200:
+        response.headers["Content-Security-Policy"] = FILE_CSP
+    return response
+
+
+@bp.errorhandler(PageError)
+def _page_error(exc: PageError) -> Response | tuple[str, int]:
+    reader = g.get("archive_reader")
+    if exc.status == 401 and not g.get("archive_fragment"):
+        return signin_redirect()
+    template = "viewer/fragment_error.html" if g.get("archive_fragment") else "viewer/error.html"
+    return render_template(template, error=exc, reader=reader, team=g.get("archive_team")), exc.status
+
+
+@bp.errorhandler(HTTPException)
+def _http_error(exc: HTTPException) -> Response | tuple[str, int]:
+    """A bad cursor (api.paging answers 400) and the like, in the pages' form."""
+    data = getattr(exc, "data", None) or {}
+    message = data.get("message") or exc.description or exc.name
+    return _page_error(PageError(exc.code or 500, exc.name, str(message)))
+
+
+def _unavailable(exc: Exception) -> Response | tuple[str, int]:
+    return _page_error(PageError(503, "Database unavailable",
+                                 f"The archive's database did not answer ({type(exc).__name__}). Try again."))
+
+
+for _exc_type in CASSANDRA_UNAVAILABLE:
+    bp.register_error_handler(_exc_type, _unavailable)
+
+
+# -- access -----------------------------------------------------------------------------------------------------
+
+def _settings() -> Settings:
+    return current_app.config["CHRONICLE_SETTINGS"]
+
+
+def signed_in_reader(*, fragment: bool = False) -> Reader:
+    """The signed-in reader; a PageError(401) otherwise (a page then redirects to the sign-in form, a fragment
+    answers 401). Call it first in every archive view: it also says whether refusals are pages or fragments."""
+    g.archive_fragment = fragment
+    reader = current_reader()
+    if reader is None:
+        raise PageError(401, "Signed out", "Sign in again: your session ended or the token is no longer valid.")
+    g.archive_reader = reader
+    return reader
+
+
+def allow_workspace(reader: Reader, team_id: str) -> None:
+    """The REST API's workspace rule: the token must name the workspace (or every workspace); PageError 404/403."""
+    if not is_slack_id(team_id):
+        raise PageError(404, "Not found", "That is not a Slack workspace id.")
+    if not reader.may_read(team_id):
+        allowed = ", ".join(reader.workspaces) or "none"
+        raise PageError(403, "Not allowed",
+                        f"This token may not read workspace {team_id}. It may read: {allowed}.")
+    g.archive_team = team_id
+
+
+def allow_channel(reader: Reader, team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:
+    """The channel's id chain after the REST API's checks: a channel converted to private needs the private
+    scope (api/slack/http.py `_channel_chain`: the same owner calls)."""
+    allow_workspace(reader, team_id)
+    if not is_slack_id(channel_id):
+        raise PageError(404, "Not found", "That is not a Slack channel id.")
+    chain = channels.id_chain(get_db(), team_id, channel_id, full=full)
+    if channels.is_private(chain) and not reader.grant.private:
+        raise PageError(403, "Private channel",
+                        f"Channel {channel_id} was made private. This token lacks the private scope, so its "
+                        "messages are not shown.")
+    return chain
+
+
+def _ts(value: str) -> int:
+    if not is_ts(value):
+        raise PageError(404, "Not found", "That is not a Slack message timestamp.")
+    return ts_to_us(value)
+
+
+def _include_deleted() -> bool:
+    """`?include_deleted=1`. The REST API has no scope for deleted messages: any token that may read a channel
+    may ask for them (api/slack/http.py, TimelineArgs), and so may a signed-in reader here."""
+    return request.args.get("include_deleted", "").lower() in ("1", "true", "yes", "on")
+
+
+# Cursors: the REST API's scopes (api/slack/http.py), so a cursor of one pages the other.
+def _timeline_scope(team_id: str, channel_id: str, include_deleted: bool) -> str:
+    return f"timeline|{team_id}|{channel_id}|desc|{include_deleted}|None|None"
+
+
+def _thread_scope(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool) -> str:
+    return f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
+
+
+def _sign(position: dict[str, Any], scope: str) -> str:
+    return sign_cursor(position, _settings().cursor_secret, scope)
+
+
+def _position(cursor: str, scope: str) -> int:
+    position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
+    if not isinstance(position, int) or isinstance(position, bool):
+        raise PageError(400, "Bad request", _BAD_CURSOR)
+    return position
+
+
+# -- workspace ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ChannelEntry:
+    channel_id: str
+    name: str
+    private: bool
+    archived: bool
+    deleted: bool
+    previous_names: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        return "Previously: " + ", ".join(self.previous_names) if self.previous_names else ""
+
+
+def _channel_entries(team_id: str, entries: list[dict[str, Any]]) -> list[ChannelEntry]:
+    """Index entries with what the index does not hold (archived, previous names): the channels' metadata, read
+    concurrently for the page's channels only."""
+    db = get_db()
+
+    def details(entry: dict[str, Any]) -> ChannelEntry:
+        channel_id = entry["channel_id"]
+        meta = channels.metadata(db, team_id, channel_id, channels.id_chain(db, team_id, channel_id, full=True))
+        meta = meta or {}
+        name = meta.get("name") or entry["name"].removeprefix("deleted_" if entry.get("deleted") else "")
+        previous = tuple(dict.fromkeys(n["name"] for n in meta.get("names_history", ()) if n["name"] != name))
+        return ChannelEntry(channel_id, name, entry.get("visibility") == "private", bool(meta.get("archived")),
+                            bool(entry.get("deleted")), previous)
+
+    found = views.concurrently(details, entries)
+    return sorted(found, key=lambda c: (c.deleted, c.archived, c.name.casefold(), c.channel_id))
+
+
+@bp.get("/teams/<team_id>")
+def team_page(team_id: str) -> tuple[str, int]:
+    """A workspace: its channels (current names; archived, deleted and private marked; previous names on hover)
+    and its users, a page of each at a time."""
+    reader = signed_in_reader()
+    allow_workspace(reader, team_id)
+    db = get_db()
+    index_scope = f"index|{team_id}|True|{reader.grant.private}"  # the REST index's cursor scope
+    after = ""
+    if request.args.get("channels"):
+        after = verify_cursor(request.args["channels"], _settings().cursor_secret, index_scope).get("a")
+        if not isinstance(after, str) or not is_slack_id(after):
+            raise PageError(400, "Bad request", _BAD_CURSOR)
+    entries, next_channel = channels.index_page(db, team_id, limit=INDEX_PAGE, after=after, include_deleted=True,
+                                                include_private=reader.grant.private)
+    users_scope = f"users|{team_id}"
+    bucket, user_after = 0, ""
+    if request.args.get("users"):
+        position = verify_cursor(request.args["users"], _settings().cursor_secret, users_scope)
+        bucket, user_after = position.get("b"), position.get("a")
+        if (not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < users.BUCKETS
+                or not isinstance(user_after, str) or not is_slack_id(user_after)):
+            raise PageError(400, "Bad request", _BAD_CURSOR)
+    people, next_user = users.page(db, team_id, limit=INDEX_PAGE, bucket=bucket, after=user_after)
+    people.sort(key=lambda u: views.display_name(u, u["user_id"]).casefold())
+    return render_template(
+        "viewer/team.html", reader=reader, team=team_id, channels=_channel_entries(team_id, entries),
+        people=people, display_name=views.display_name,
+        next_channels=_sign({"a": next_channel}, index_scope) if next_channel else None,
+        next_users=_sign({"b": next_user[0], "a": next_user[1]}, users_scope) if next_user else None,
+        users_cursor=request.args.get("users", ""), channels_cursor=request.args.get("channels", "")), 200
+
+
+# -- channel -----------------------------------------------------------------------------------------------------
+
+def _timeline_views(reader: Reader, team_id: str, channel_id: str, page: list[Message], include_deleted: bool,
+                    names_map: dict[str, str] | None = None) -> list[views.MessageView]:
+    """A timeline page as the channel shows it: thread replies live in their thread's panel (a reply also sent
+    to the channel stays), each head shows its reply count."""
+    db = get_db()
+    shown = [m for m in page if not (m.thread_ts is not None and m.thread_ts != m.ts
+                                     and m.subtype != "thread_broadcast")]
+    if names_map is None:
+        names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
+    return views.message_views(db, team_id, shown, zone=reader.zone, page_channel_id=channel_id,
+                               include_deleted=include_deleted, channel_names_map=names_map,
+                               replies=views.reply_counts(db, team_id, shown))
+
+
+@bp.get("/teams/<team_id>/channels/<channel_id>")
+def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
+    """A channel's timeline, newest first, a page at a time; deleted messages greyed with include_deleted."""
+    reader = signed_in_reader()
+    chain = allow_channel(reader, team_id, channel_id, full=True)
+    db = get_db()
+    include_deleted = _include_deleted()
+    meta = channels.metadata(db, team_id, channel_id, chain)
+    page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
+                                  include_deleted=include_deleted)
+    if meta is None and not page:
+        raise PageError(404, "Not found", f"No channel {channel_id} in workspace {team_id}.")
+    names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
+    shown = _timeline_views(reader, team_id, channel_id, page, include_deleted, names_map)
+    meta = meta or {"channel_id": channel_id, "name": names_map.get(channel_id, channel_id)}
+    previous = [n["name"] for n in meta.get("names_history", ())[1:]]
+    return render_template(
+        "viewer/channel.html", reader=reader, team=team_id, channel=meta, channel_id=channel_id,
+        previous_names=list(dict.fromkeys(previous)), groups=views.with_days(shown), include_deleted=include_deleted,
+        next_cursor=(_sign({"p": nxt}, _timeline_scope(team_id, channel_id, include_deleted))
+                     if nxt is not None else None),
+        older_url=f"/archive/teams/{team_id}/channels/{channel_id}/older",
+        channel_url=views.channel_url, zone_name=reader.zone_name), 200
+
+
+@bp.get("/teams/<team_id>/channels/<channel_id>/older")
+def older_fragment(team_id: str, channel_id: str) -> tuple[str, int]:
+    """The next (older) page of a channel's timeline as an HTML fragment; its root carries the next cursor."""
+    reader = signed_in_reader(fragment=True)
+    chain = allow_channel(reader, team_id, channel_id)
+    include_deleted = _include_deleted()
+    cursor = request.args.get("cursor", "")
+    if not cursor:
+        raise PageError(400, "Bad request", "cursor is required")
+    scope = _timeline_scope(team_id, channel_id, include_deleted)
+    upper = _position(cursor, scope)
+    page, nxt = messages.timeline(get_db(), team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
+                                  upper=upper, include_deleted=include_deleted)
+    shown = _timeline_views(reader, team_id, channel_id, page, include_deleted)
+    return render_template("viewer/older.html", groups=views.with_days(shown),
+                           next_cursor=_sign({"p": nxt}, scope) if nxt is not None else None), 200
+
+
+@bp.get("/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>")
+def thread_fragment(team_id: str, channel_id: str, thread_ts: str) -> tuple[str, int]:
+    """The side panel of a thread: its parent, then its replies oldest first (a page of THREAD_PAGE; `cursor`
+    gives the next page, replies only)."""
+    reader = signed_in_reader(fragment=True)
+    chain = allow_channel(reader, team_id, channel_id)
+    parent_us = _ts(thread_ts)
+    include_deleted = _include_deleted()
+    db = get_db()
+    ids = channels.chain_ids(chain, channel_id)
+    scope = _thread_scope(team_id, channel_id, thread_ts, include_deleted)
+    cursor = request.args.get("cursor", "")
+    parent = None
+    after = parent_us
+    if cursor:
+        after = max(after, _position(cursor, scope))
+    else:
+        parent = messages.find(db, team_id, ids, parent_us, include_deleted=include_deleted)
+    replies, nxt = messages.thread(db, team_id, ids, parent_us, limit=THREAD_PAGE, after=after,
+                                   include_deleted=include_deleted)
+    if parent is None and not replies and not cursor:
+        raise PageError(404, "Not found", "This thread is not in the archive (or it was deleted).")
+    names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
+    shown = ([parent] if parent is not None else []) + replies
+    built = views.message_views(db, team_id, shown, zone=reader.zone, page_channel_id=channel_id,
+                                include_deleted=include_deleted, channel_names_map=names_map)
+    head = built[0] if parent is not None else None
+    more_url = None
+    if nxt is not None:
+        more_url = (views.thread_url(team_id, channel_id, thread_ts, include_deleted)
+                    + ("&" if include_deleted else "?") + "cursor=" + _sign({"p": nxt}, scope))
+    return render_template("viewer/thread.html", parent=head, replies=built[1:] if head else built,
+                           more_url=more_url, continued=bool(cursor),
+                           channel_name=names_map.get(channel_id, channel_id)), 200
+
+
+@bp.get("/teams/<team_id>/channels/<channel_id>/messages/<ts>/history")
+def history_fragment(team_id: str, channel_id: str, ts: str) -> tuple[str, int]:
+    """Every version of a message's text, newest first, each with the time it became current."""
+    reader = signed_in_reader(fragment=True)
+    chain = allow_channel(reader, team_id, channel_id)
+    ts_us = _ts(ts)
+    db = get_db()
+    found = messages.find_with_history(db, team_id, channels.chain_ids(chain, channel_id), ts_us,
+                                       include_deleted=_include_deleted())
+    if found is None:
+        raise PageError(404, "Not found", "This message is not in the archive (or it was deleted).")
+    message, history = found
+    ids: set[str] = {message.user} if message.user else set()
+    for version in history:
+        ids |= render.user_ids(version["text"] or "")
+    names = views.user_names(db, team_id, ids)
+    names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
+
+    def link(cid: str) -> str:
+        return views.channel_url(team_id, cid) if cid in names_map else ""
+
+    versions = []
+    for i, version in enumerate(history):
+        at = datetime.fromtimestamp(ts_to_us(version["ts"]) / 1_000_000, reader.zone)
+        label = "original" if i == 0 else ("current" if i == len(history) - 1 else f"edit {i}")
+        versions.append({"label": label, "at": at, "time": at.strftime("%d %b %Y, %H:%M:%S ") + (at.tzname() or ""),
+                         "html": render.message_html(version["text"] or "", users=names, channels=names_map,
+                                                     channel_url=link)})
+    author = names.get(message.user, message.user) if message.user else (message.username or message.bot_id or "")
+    return render_template("viewer/history.html", versions=list(reversed(versions)), author=author,
+                           count=len(versions)), 200
+
+
+# -- files --------------------------------------------------------------------------------------------------------
+
+# Types a browser may be handed as they are; anything else (HTML, SVG, scripts) is sent as octet-stream, and every
+# file is a download (Content-Disposition: attachment) with FILE_CSP.
+_PASS_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain",
+                         "text/csv", "application/zip", "application/json"})
+_stores: dict[tuple[str, ...], files.ObjectStore] = {}
+_stores_lock = threading.Lock()
+
+
+def _store() -> files.ObjectStore:
+    """The object store the file worker writes to (the same settings: CHRONICLE_FILES_ROOT or the S3 bucket)."""
+    slack = SlackSettings.from_env()
+    key = (slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
+    with _stores_lock:
+        store = _stores.get(key)
+        if store is None:
+            store = _stores[key] = files.store_from_settings(slack)
+    return store
+
+
+def _download_name(meta: dict[str, Any], file_id: str) -> str:
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    cleaned = "".join(c for c in name if c.isprintable() and c not in '/\\"')[:200].strip(". ")
+    return cleaned or file_id
+
+
+@bp.get("/teams/<team_id>/files/<channel_id>/<ts>/<file_id>")
+def stored_file(team_id: str, channel_id: str, ts: str, file_id: str) -> Response:
+    """A file of a message as Chronicle stored it, after the message's own access checks; 404 when the file is
+    not stored (not fetched yet, failed, external) or the message is not visible."""
+    reader = signed_in_reader()
+    chain = allow_channel(reader, team_id, channel_id)
+    ts_us = _ts(ts)
+    if not is_slack_id(file_id):
+        raise PageError(404, "Not found", "That is not a Slack file id.")
+    message = messages.find(get_db(), team_id, channels.chain_ids(chain, channel_id), ts_us,
+                            include_deleted=_include_deleted())
+    if message is None or file_id not in (message.files_stored or {}):
+        raise PageError(404, "File not stored", "Chronicle has not stored this file (yet).")
+    meta = next((f for f in message.files or () if isinstance(f, dict) and f.get("id") == file_id), {})
+    try:
+        body = _store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
+    except (FileNotFoundError, ValueError):
+        raise PageError(404, "File not stored", "The stored file is missing from the object store.") from None
+    mimetype = meta.get("mimetype") if meta.get("mimetype") in _PASS_TYPES else "application/octet-stream"
+    return send_file(body, mimetype=mimetype, as_attachment=True, download_name=_download_name(meta, file_id),
+                     conditional=False, etag=False, max_age=0)
+
+
+# -- user ---------------------------------------------------------------------------------------------------------
+
+def _calendar_until(zone_name: str) -> date:
+    """`?until=YYYY-MM-DD`, else today in the user's zone."""
+    raw = request.args.get("until", "")
+    if raw:
+        try:
+            until = date.fromisoformat(raw)
+        except ValueError:
+            raise PageError(400, "Bad request", "until must be a day, YYYY-MM-DD") from None
+        if not date(1970, 3, 31) <= until <= date(2199, 12, 31):
+            raise PageError(400, "Bad request", "until must be a day from 1970-03-31 to 2199-12-31")
+        return until
+    return datetime.now(calendar.zone(zone_name)).date()
+
+
+def _activity_days(team_id: str, user_id: str, first: date, last: date, hidden: frozenset[str]
+                   ) -> list[dict[str, Any]]:
+    """The user's activity days (the day blobs, api/activity/) in [first, last]: reads of at most 31 days each,
+    in flight together."""
+    db = get_db()
+    archive = service.Archive.slack(team_id)
+    days = calendar.date_range(first, last)
+    chunks = [days[i:i + 28] for i in range(0, len(days), 28)]
+    found = views.concurrently(
+        lambda chunk: service.read(db, archive, user_id, chunk, contiguous=True, summary=False,
+                                   hidden_channels=hidden), chunks)
+    return [day for chunk in found for day in chunk]
+
+
+_LEVEL_CUTS = (1, 3, 6, 10)  # events a day from which a calendar cell gets the next shade
+
+
+def _calendar_weeks(days: list[dict[str, Any]], until: date) -> list[dict[str, Any]]:
+    """Weeks (Monday first, the last one holding `until`), each with a month label where a month starts and its
+    day cells: date, count, shade level, a title with the counts per kind (None after `until`)."""
+    by_date = {d["date"]: d for d in days}
+    first = until - timedelta(days=until.weekday()) - timedelta(weeks=CALENDAR_WEEKS - 1)
+    weeks: list[dict[str, Any]] = []
+    for w in range(CALENDAR_WEEKS):
+        cells: list[dict[str, Any] | None] = []
+        monday = first + timedelta(weeks=w)
+        for d in range(7):
+            day = monday + timedelta(days=d)
+            if day > until:
+                cells.append(None)
+                continue
+            events = by_date.get(day.isoformat(), {}).get("events", [])
+            counts = ev.counts_by_kind(events)
+            level = sum(1 for cut in _LEVEL_CUTS if len(events) >= cut)
+            kinds = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items())
+            cells.append({"date": day.isoformat(), "count": len(events), "level": level,
+                          "title": f"{day.strftime('%a %d %b %Y')}: " + (kinds or "no activity")})
+        starts_month = w == 0 or any((monday + timedelta(days=d)).day == 1 for d in range(7))
+        label_day = monday if w == 0 else next(
+            (monday + timedelta(days=d) for d in range(7) if (monday + timedelta(days=d)).day == 1), monday)
+        weeks.append({"month": label_day.strftime("%b") if starts_month else "", "days": cells})
+    return weeks
+
+
+_POSTED = frozenset({ev.MESSAGE, ev.REPLY, ev.FILE_SHARE})
+
+
+@bp.get("/teams/<team_id>/users/<user_id>")
+def user_page(team_id: str, user_id: str) -> tuple[str, int]:
+    """A user: profile, first post, activity calendar (the day blobs, in the user's zone) and their recent
+    messages (from the same days: the day blobs name each message, the messages' owner reads them by key)."""
+    reader = signed_in_reader()
+    allow_workspace(reader, team_id)
+    if not is_slack_id(user_id):
+        raise PageError(404, "Not found", "That is not a Slack user id.")
+    db = get_db()
+    profile = users.get(db, team_id, user_id)
+    if profile is None:
+        raise PageError(404, "Not found", f"No user {user_id} in workspace {team_id}.")
+    user_zone = calendar.zone_name(profile.get("tz"))
+    until = _calendar_until(user_zone)
+    first = until - timedelta(days=until.weekday()) - timedelta(weeks=CALENDAR_WEEKS - 1)
+    hidden = frozenset() if reader.grant.private else private_channels(team_id)
+    try:
+        days = _activity_days(team_id, user_id, first, until, hidden)
+    except codec.UnknownCodec as exc:
+        raise PageError(500, "Unreadable activity", f"A stored activity day cannot be read: {exc}") from None
+    names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
+    posted = [e for d in reversed(days) for e in reversed(d.get("events", [])) if e.get("kind") in _POSTED]
+    # Twice as many candidates as shown: some may have been deleted since.
+    wanted = list(dict.fromkeys((e["channel"], e["ts"]) for e in posted if "channel" in e and "ts" in e))
+    wanted = wanted[:2 * RECENT_MESSAGES]
+    first_post = profile.get("first_post")
+    first_key = None
+    if first_post and first_post.get("channel_id") and not _hidden_channel(reader, team_id, first_post["channel_id"]):
+        first_key = (first_post["channel_id"], ts_to_us(first_post["ts"]))
+    keys = wanted + ([first_key] if first_key and first_key not in wanted else [])
+    found = views.concurrently(
+        lambda key: messages.find(db, team_id, [key[0]], key[1], include_deleted=False), keys)
+    by_key = {key: m for key, m in zip(keys, found, strict=True) if m is not None}
+    shown = [by_key[k] for k in wanted if k in by_key][:RECENT_MESSAGES]
+    extra = [by_key[first_key]] if first_key in by_key else []
+    built = views.message_views(db, team_id, shown + extra, zone=reader.zone, page_channel_id=None,
+                                include_deleted=False, channel_names_map=names_map, show_channel=True,
+                                names={user_id: views.display_name(profile, user_id)})
+    recent, first_view = built[:len(shown)], (built[len(shown)] if extra else None)
+    name = views.display_name(profile, user_id)
+    return render_template(
+        "viewer/user.html", reader=reader, team=team_id, user=profile, name=name,
+        initial=next((c for c in name if c.isalnum()), "?").upper(), hue=zlib.crc32(user_id.encode()) % 8,
+        first_seen_at=_local(profile.get("first_seen_ts"), reader),
+        first_post_at=_local(first_post["ts"], reader) if first_post else None,
+        weeks=_calendar_weeks(days, until), until=until, user_zone=user_zone,
+        earlier=(until - timedelta(weeks=CALENDAR_WEEKS)).isoformat(),
+        later=(until + timedelta(weeks=CALENDAR_WEEKS)).isoformat(),
+        total=sum(d.get("event_count", 0) for d in days), recent=recent, first_view=first_view,
+        first_post=first_post, first_post_channel=(
+            names_map.get(first_post["channel_id"]) if first_post else None),
+        weekday_labels=["Mon", "", "Wed", "", "Fri", "", ""]), 200
+
+
+def _local(ts: str | None, reader: Reader) -> datetime | None:
+    return datetime.fromtimestamp(ts_to_us(ts) / 1_000_000, reader.zone) if ts and is_ts(ts) else None
+
+
+def _hidden_channel(reader: Reader, team_id: str, channel_id: str) -> bool:
+    """Whether this reader may not open the channel (private without the private scope)."""
+    if reader.grant.private:
+        return False
+    return channels.is_private(channels.id_chain(get_db(), team_id, channel_id, full=False))
+

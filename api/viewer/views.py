@@ -1,0 +1,332 @@
+"""View-models of archived Slack messages for the archive pages: what `viewer/_message.html` shows of a message
+(author name, local time, rendered text, reactions with who reacted, files, thread and edit links).
+
+Every read goes through the tables' owners (users, channels, messages), bounded by what one page shows: the
+profiles of the ids on the page (read concurrently), the channel index (one partition per workspace), the
+reply authors of the page's thread heads (one small partition each, read concurrently).
+
+Other pages reuse this: build `MessageView`s with `message_views(...)` and render each with the
+`message` macro of `viewer/_message.html` (`{% from "viewer/_message.html" import message %}`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime, tzinfo
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit
+
+from markupsafe import Markup
+
+from api.db import Database
+from api.slack import channels, messages, users
+from api.slack.messages import Message
+from api.slack.timeutil import day_of, us_to_ts
+from api.viewer import render
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_POOL_THREADS = 16
+
+
+def concurrently(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`fn` over `items` on a small shared thread pool (the owners' reads are synchronous; a page needs a few
+    dozen of them at once). Created on first use: after gunicorn forked, never before."""
+    global _pool
+    listed = list(items)
+    if len(listed) <= 1:
+        return [fn(item) for item in listed]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="archive-pages")
+    return list(_pool.map(fn, listed))
+
+
+# -- URLs ------------------------------------------------------------------------------------------------------
+
+def _q(include_deleted: bool) -> str:
+    return "?include_deleted=1" if include_deleted else ""
+
+
+def team_url(team_id: str) -> str:
+    return f"/archive/teams/{team_id}"
+
+
+def channel_url(team_id: str, channel_id: str, include_deleted: bool = False) -> str:
+    return f"/archive/teams/{team_id}/channels/{channel_id}{_q(include_deleted)}"
+
+
+def user_url(team_id: str, user_id: str) -> str:
+    return f"/archive/teams/{team_id}/users/{user_id}"
+
+
+def thread_url(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool = False) -> str:
+    return f"/archive/teams/{team_id}/channels/{channel_id}/threads/{thread_ts}{_q(include_deleted)}"
+
+
+def history_url(team_id: str, channel_id: str, ts: str, include_deleted: bool = False) -> str:
+    return f"/archive/teams/{team_id}/channels/{channel_id}/messages/{ts}/history{_q(include_deleted)}"
+
+
+def file_url(team_id: str, channel_id: str, ts: str, file_id: str, include_deleted: bool = False) -> str:
+    return f"/archive/teams/{team_id}/files/{channel_id}/{ts}/{quote(file_id, safe='')}{_q(include_deleted)}"
+
+
+def safe_link(url: Any) -> str | None:
+    """An archived URL fit for an href: http(s) or mailto only (no javascript:, data:, relative tricks)."""
+    if not isinstance(url, str) or len(url) > 4000 or any(ord(c) < 0x20 for c in url):
+        return None
+    scheme = urlsplit(url.strip()).scheme.lower()
+    return url.strip() if scheme in ("http", "https", "mailto") else None
+
+
+# -- names -----------------------------------------------------------------------------------------------------
+
+def display_name(profile: Mapping[str, Any] | None, fallback: str) -> str:
+    """What Slack shows for a person: display name, else real name, else user name, else the id."""
+    if not profile:
+        return fallback
+    return profile.get("display_name") or profile.get("real_name") or profile.get("name") or fallback
+
+
+def user_profiles(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """The profiles of these users (users.get each, concurrently): only the ids a page shows."""
+    wanted = sorted({u for u in user_ids if u})
+    found = concurrently(lambda u: users.get(db, team_id, u), wanted)
+    return dict(zip(wanted, found, strict=True))
+
+
+def user_names(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, str]:
+    return {u: display_name(p, u) for u, p in user_profiles(db, team_id, user_ids).items()}
+
+
+def channel_names(db: Database, team_id: str, *, include_private: bool) -> dict[str, str]:
+    """Channel id -> current name from the workspace's channel index (one partition). A new id without a name
+    of its own takes its previous id's; private(-converted) channels only for readers with the private scope,
+    so a mention never reveals the name of a channel the reader may not open."""
+    rows = {r.channel_id: r for r in channels.every_indexed(db, team_id)}
+    out: dict[str, str] = {}
+    for channel_id, row in rows.items():
+        name, visibility, prev, hops = row.name, row.visibility, row.prev_channel_id, 0
+        while (name is None or visibility is None) and prev in rows and hops < channels.MAX_ID_CHAIN:
+            name, visibility = name or rows[prev].name, visibility or rows[prev].visibility
+            prev, hops = rows[prev].prev_channel_id, hops + 1
+        if name is not None and (include_private or visibility != "private"):
+            out[channel_id] = name
+    return out
+
+
+# -- view-models -----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ReactionView:
+    emoji: str  # the Unicode emoji, or :name: for a custom one
+    name: str
+    count: int
+    title: str  # who reacted
+
+
+@dataclasses.dataclass(frozen=True)
+class FileView:
+    file_id: str
+    name: str
+    size_label: str | None
+    url: str | None  # Chronicle's route to the stored bytes
+    external_url: str | None  # an external file's link (http(s) only)
+    state: str  # stored | external | failed | pending
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageView:
+    team_id: str
+    channel_id: str  # the channel whose page shows it (the newest id of its channel)
+    ts: str
+    ts_us: int
+    author_id: str | None
+    author_name: str
+    author_url: str | None
+    is_bot: bool
+    at: datetime  # in the reader's zone
+    html: Markup
+    subtype: str | None
+    is_reply: bool
+    thread_ts: str | None
+    reply_count: int
+    edited: bool
+    edited_title: str
+    deleted: bool
+    reactions: tuple[ReactionView, ...]
+    files: tuple[FileView, ...]
+    include_deleted: bool
+    channel_name: str | None = None  # shown by pages that list messages of many channels
+
+    @property
+    def initial(self) -> str:
+        """The avatar's letter: the name's first letter or digit (not a bidi control or a mark)."""
+        return next((c for c in self.author_name if c.isalnum()), "?").upper()
+
+    @property
+    def hue(self) -> int:
+        """One of 8 avatar colours, fixed per author."""
+        return zlib.crc32((self.author_id or self.author_name).encode()) % 8
+
+    @property
+    def day(self) -> date:
+        return self.at.date()
+
+    @property
+    def anchor(self) -> str:
+        return "m-" + self.ts.replace(".", "-")
+
+    @property
+    def time_label(self) -> str:
+        """The time; with the day too where a list spans days without separators (channel_name shown)."""
+        if self.channel_name is None:
+            return self.at.strftime("%H:%M")
+        return f"{self.at.day} {self.at.strftime('%b %Y, %H:%M')}"
+
+    @property
+    def time_title(self) -> str:
+        return self.at.strftime("%A %d %B %Y, %H:%M:%S ") + (self.at.tzname() or "")
+
+    @property
+    def thread_url(self) -> str | None:
+        head = self.thread_ts or (self.ts if self.reply_count else None)
+        return thread_url(self.team_id, self.channel_id, head, self.include_deleted) if head else None
+
+    @property
+    def history_url(self) -> str:
+        return history_url(self.team_id, self.channel_id, self.ts, self.include_deleted)
+
+    @property
+    def channel_url(self) -> str:
+        return channel_url(self.team_id, self.channel_id, self.include_deleted) + "#" + self.anchor
+
+
+def day_label(day: date) -> str:
+    return day.strftime("%A, %d %B %Y").replace(" 0", " ")
+
+
+def _size_label(size: Any) -> str | None:
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return None
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return None
+
+
+def _files(team_id: str, channel_id: str, msg: Message) -> tuple[FileView, ...]:
+    """The message's files; stored ones link to the file route under the page's channel id (whose access rules
+    the route applies: the newest id of a channel carries its visibility)."""
+    out = []
+    stored, failed = msg.files_stored or {}, msg.files_fetch_error or {}
+    for f in msg.files or ():
+        if not isinstance(f, dict) or not isinstance(f.get("id"), str):
+            continue
+        file_id = f["id"]
+        name = next((f[k] for k in ("title", "name") if isinstance(f.get(k), str) and f[k]), file_id)
+        external = safe_link(f.get("external_url")) if f.get("is_external") else None
+        if file_id in stored:
+            # A deleted message's files are served only with include_deleted, as the message is shown.
+            state, url = "stored", file_url(team_id, channel_id, us_to_ts(msg.ts), file_id, msg.deleted)
+        elif f.get("is_external"):
+            state, url = "external", None
+        else:
+            state, url = ("failed" if file_id in failed else "pending"), None
+        out.append(FileView(file_id, name, _size_label(f.get("size")), url, external, state))
+    return tuple(out)
+
+
+def _emoji(name: str) -> str:
+    return render.emoji(name) or f":{name}:"
+
+
+def page_user_ids(msgs: Iterable[Message]) -> set[str]:
+    """Every user id a list of messages names: authors, reactors, mentions."""
+    ids: set[str] = set()
+    for m in msgs:
+        if m.user:
+            ids.add(m.user)
+        for _emoji_name, reactors in m.reactions:
+            ids.update(reactors)
+        if m.text:
+            ids |= render.user_ids(m.text)
+    return ids
+
+
+def reply_counts(db: Database, team_id: str, msgs: Iterable[Message]) -> dict[int, int]:
+    """How many (not deleted) replies each thread head among `msgs` has (ts -> count, heads with replies only):
+    the count of the head row's replies map, one read per channel-day of the heads, all in flight at once."""
+    by_day: dict[tuple[str, int], list[int]] = {}
+    for m in msgs:
+        if m.thread_ts is None or m.thread_ts == m.ts:
+            by_day.setdefault((m.channel_id, day_of(m.ts)), []).append(m.ts)
+    futures = [messages.start_candidates(db, team_id, channel_id, day, ts_list)
+               for (channel_id, day), ts_list in by_day.items()]
+    return {row.ts: row.reply_count for future in futures for row in future.result() if row.reply_count}
+
+
+def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: tzinfo, page_channel_id: str | None,
+                  include_deleted: bool, channel_names_map: Mapping[str, str],
+                  replies: Mapping[int, int] | None = None,
+                  names: Mapping[str, str] | None = None, show_channel: bool = False) -> list[MessageView]:
+    """The view of each message, in the order given. `page_channel_id` is the channel whose URLs the links use
+    (None: each message's own channel); `replies` the reply count per thread head (`reply_counts`);
+    `names` user names already known (the rest are read)."""
+    replies = replies or {}
+    known = dict(names or {})
+    missing = page_user_ids(msgs) - known.keys()
+    if missing:
+        known.update(user_names(db, team_id, missing))
+
+    def channel_link(channel_id: str) -> str:
+        # A channel the reader may not open (or unknown) is named, not linked ("" is no link for render).
+        return channel_url(team_id, channel_id) if channel_id in channel_names_map else ""
+
+    out = []
+    for m in msgs:
+        channel_id = page_channel_id or m.channel_id
+        ts = us_to_ts(m.ts)
+        author_name = known.get(m.user, m.user) if m.user else (m.username or m.bot_id or "unknown")
+        reactions = tuple(
+            ReactionView(_emoji(name), name, len(who),
+                         f"{', '.join(known.get(u, u) for u in who)} reacted with :{name}:")
+            for name, who in m.reactions)
+        is_reply = m.thread_ts is not None and m.thread_ts != m.ts
+        out.append(MessageView(
+            team_id=team_id, channel_id=channel_id, ts=ts, ts_us=m.ts, author_id=m.user or m.bot_id,
+            author_name=author_name, author_url=user_url(team_id, m.user) if m.user else None,
+            is_bot=m.user is None or m.subtype == "bot_message",
+            at=datetime.fromtimestamp(m.ts / 1_000_000, zone),
+            html=render.message_html(m.text or "", users=known, channels=channel_names_map,
+                                     channel_url=channel_link),
+            subtype=m.subtype, is_reply=is_reply,
+            thread_ts=us_to_ts(m.thread_ts) if is_reply else None,
+            reply_count=replies.get(m.ts, 0),
+            edited=m.edited_ts is not None,
+            edited_title=("edited " + datetime.fromtimestamp(m.edited_ts / 1_000_000, zone)
+                          .strftime("%d %b %Y %H:%M")) if m.edited_ts is not None else "",
+            deleted=m.deleted, reactions=reactions, files=_files(team_id, channel_id, m),
+            include_deleted=include_deleted,
+            channel_name=channel_names_map.get(m.channel_id, m.channel_id) if show_channel else None,
+        ))
+    return out
+
+
+def with_days(views: Sequence[MessageView]) -> list[tuple[date, str, list[MessageView]]]:
+    """The views grouped by the reader's local day, in the order given: (day, label, views) for each run."""
+    groups: list[tuple[date, str, list[MessageView]]] = []
+    for view in views:
+        if not groups or groups[-1][0] != view.day:
+            groups.append((view.day, day_label(view.day), []))
+        groups[-1][2].append(view)
+    return groups
