@@ -340,15 +340,13 @@ def search_messages(team_id: str, q: str, limit: int, cursor: str | None = None,
 
 def search_page(team_id: str, q: str, *, limit: int, cursor: str | None, tz: str | None, allow_private: bool
                 ) -> dict[str, Any]:
-    """One page of search results in the documented shape (SearchSchema), for the REST route and the viewer's
-    search page; 400 for a cursor of another query, 422 for a query that cannot be read."""
-    scope = search.cursor_scope(team_id, q, tz)
-    position = None
-    if cursor:
-        try:
-            position = search.Position.from_json(verify_cursor(cursor, _settings().cursor_secret, scope))
-        except ValueError:
-            abort(400, message=_BAD_CURSOR)
+    """One page of search results in the documented shape (SearchSchema): 400 for a cursor of another query,
+    422 for a query that cannot be read."""
+    secret = _settings().cursor_secret
+    try:
+        position = search.read_position(cursor, secret, team_id, q, tz) if cursor else None
+    except ValueError:
+        abort(400, message=_BAD_CURSOR)
     try:
         page = search.search(get_db(), team_id, q, limit=limit, position=position, allow_private=allow_private,
                              tz=tz)
@@ -359,8 +357,7 @@ def search_page(team_id: str, q: str, *, limit: int, cursor: str | None, tz: str
              "reply_count": hit.reply_count or None} for hit in page.hits]
     return {
         "messages": [{k: v for k, v in hit.items() if v is not None} for hit in hits],
-        "next_cursor": sign_cursor(page.next_position.to_json(), _settings().cursor_secret, scope)
-        if page.next_position else None,
+        "next_cursor": search.sign_position(page.next_position, secret, team_id, q, tz),
         "searched_to": search.iso_day(page.searched_to) if page.searched_to is not None else None,
         "query": page.query.describe(),
     }

@@ -35,6 +35,7 @@ from typing import Any
 
 from api.activity.calendar import window, zone
 from api.db import Database
+from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, messages, search_index, search_terms, users
 from api.slack.messages import Message
 from api.slack.search_terms import Token
@@ -270,11 +271,6 @@ def _channel_ids(found: Directory, value: str, modifier: str) -> list[str]:
     return ids[:MAX_ALTERNATIVES]
 
 
-def cursor_scope(team_id: str, q: str, tz: str | None) -> str:
-    """What a search cursor is bound to: the workspace, the query and the time zone."""
-    return "search|" + hashlib.sha256(f"{team_id}\0{q}\0{tz or ''}".encode()).hexdigest()[:32]
-
-
 def iso_day(day: int) -> str:
     return (date(1970, 1, 1) + timedelta(days=day)).isoformat()
 
@@ -324,6 +320,22 @@ class Page:
     searched_to: int | None      # the oldest day read when the budget cut the page short
     query: Query
     directory: Directory
+
+
+def _cursor_scope(team_id: str, q: str, tz: str | None) -> str:
+    """What a search cursor is bound to: the workspace, the query and the time zone."""
+    return "search|" + hashlib.sha256(f"{team_id}\0{q}\0{tz or ''}".encode()).hexdigest()[:32]
+
+
+def sign_position(position: Position | None, secret: bytes, team_id: str, q: str, tz: str | None) -> str | None:
+    """The cursor of the page after `position` (None at the end)."""
+    return sign_cursor(position.to_json(), secret, _cursor_scope(team_id, q, tz)) if position else None
+
+
+def read_position(cursor: str, secret: bytes, team_id: str, q: str, tz: str | None) -> Position:
+    """The position a cursor of this query carries: 400 for a forged one or one of another query (through
+    api/paging.py), ValueError for a signed one that holds no position."""
+    return Position.from_json(verify_cursor(cursor, secret, _cursor_scope(team_id, q, tz)))
 
 
 class _TermDays:

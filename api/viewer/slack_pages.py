@@ -17,6 +17,7 @@ import zlib
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, g, render_template, request, send_file
 from werkzeug.exceptions import HTTPException
@@ -29,7 +30,7 @@ from api.db import get_db
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.pages import secure
 from api.paging import sign_cursor, verify_cursor
-from api.slack import channels, files, messages, users
+from api.slack import channels, files, messages, search, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
 from api.slack.settings import SlackSettings
@@ -47,6 +48,7 @@ THREAD_PAGE = 100
 INDEX_PAGE = 100  # channels and users per page of the workspace page
 CALENDAR_WEEKS = 12
 RECENT_MESSAGES = 20
+SEARCH_PAGE = 20  # results per page of the search page
 _BAD_CURSOR = "invalid cursor: use the page's own 'load older' button"
 
 
@@ -545,3 +547,40 @@ def _hidden_channel(reader: Reader, team_id: str, channel_id: str) -> bool:
         return False
     return channels.is_private(channels.id_chain(get_db(), team_id, channel_id, full=False))
 
+
+
+# -- search ------------------------------------------------------------------------------------------------------
+
+@bp.get("/teams/<team_id>/search")
+def search_page(team_id: str) -> tuple[str, int]:
+    """Archive search (api/slack/search.py, docs/slack-search.md): results newest first, SEARCH_PAGE a page, dates
+    of before:/after:/on: in the reader's zone; a page cut short by the read budget says how far it searched."""
+    reader = signed_in_reader()
+    allow_workspace(reader, team_id)
+    q = request.args.get("q", "").strip()[:1000]
+    context: dict[str, Any] = {"reader": reader, "team": team_id, "query": q, "zone_name": reader.zone_name}
+    if not q:
+        return render_template("viewer/search.html", **context), 200
+    secret = _settings().cursor_secret
+    cursor = request.args.get("cursor", "")
+    try:
+        position = search.read_position(cursor, secret, team_id, q, reader.zone_name) if cursor else None
+    except ValueError:
+        raise PageError(400, "Bad request", "That is not a cursor of this search: use its own links.") from None
+    db = get_db()
+    try:
+        page = search.search(db, team_id, q, limit=SEARCH_PAGE, position=position,
+                             allow_private=reader.grant.private, tz=reader.zone_name)
+    except search.SearchError as exc:
+        return render_template("viewer/search.html", **context, error=str(exc)), 422
+    found = [hit.message for hit in page.hits]
+    shown = views.message_views(
+        db, team_id, found, zone=reader.zone, page_channel_id=None, include_deleted=False, show_channel=True,
+        channel_names_map=views.channel_names(db, team_id, include_private=reader.grant.private),
+        replies={hit.message.ts: hit.reply_count for hit in page.hits if hit.reply_count})
+    next_cursor = search.sign_position(page.next_position, secret, team_id, q, reader.zone_name)
+    return render_template(
+        "viewer/search.html", **context, results=shown, understood=page.query.describe(), first_page=not cursor,
+        searched_to=search.iso_day(page.searched_to) if page.searched_to is not None else None,
+        next_url=f"/archive/teams/{team_id}/search?{urlencode({'q': q, 'cursor': next_cursor})}"
+        if next_cursor else None), 200

@@ -199,3 +199,57 @@ def test_refusals_say_why(browser, served, filled: Archive, watch, artifacts):
     assert watch.problems == []
     assert watch.expected == []  # each refusal logged its one console error, nothing else did
     context.close()
+
+
+def _word(word: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def _result_ts(page: Page) -> list[str]:
+    return page.locator("#search-results li.message").evaluate_all("items => items.map(li => li.dataset.ts)")
+
+
+def test_search_with_modifiers_pages_and_respects_scopes(browser, served, filled: Archive, watch, artifacts):
+    context, page = _sign_in(browser, served, watch, filled.token_private, f"/archive/teams/{filled.team}")
+    page.fill("#search-q", "message in:#general from:@ann")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expected = [m.ts for m in sorted(filled.messages, key=lambda m: m.ts, reverse=True)
+                if m.channel == filled.general and m.user == "UANN" and not m.deleted_at
+                and _word("message", m.current_text)]
+    assert len(expected) > 40  # three pages of 20
+    assert _result_ts(page) == expected[:20]
+    expect(page.locator("#search-understood")).to_contain_text("from: @ann")
+    _shot(page, artifacts, "search")
+    page.click("#search-next")
+    expect(page.locator("#search-results li.message").first).to_have_attribute("data-ts", expected[20])
+    assert _result_ts(page) == expected[20:40]
+
+    # dates are the reader's days (the browser is in New York)
+    tz = zoneinfo.ZoneInfo(READER_ZONE)
+    day = filled.by_key("g5").at.astimezone(tz).date()
+    page.goto(f"{served}/archive/teams/{filled.team}/search?q=general+on:{day.isoformat()}")
+    assert _result_ts(page) == [m.ts for m in sorted(filled.messages, key=lambda m: m.ts, reverse=True)
+                                if m.channel == filled.general and not m.deleted_at
+                                and _word("general", m.current_text) and m.at.astimezone(tz).date() == day][:20]
+
+    # hostile text found by search is shown as text; a query it cannot read says why
+    page.goto(f"{served}/archive/teams/{filled.team}/search?q=script+in:%23hostile-input")
+    script_ts = filled.by_key("hostile-script").ts
+    assert script_ts in _result_ts(page)
+    expect(page.locator(f"#search-results li[data-ts='{script_ts}'] .message-text")).to_contain_text("<script>")
+    assert page.locator("#search-results script, #search-results img").count() == 0
+    watch.expected.append("422")
+    response = page.goto(f"{served}/archive/teams/{filled.team}/search?q=plan+has:link")
+    assert response.status == 422
+    expect(page.locator("#search-error")).to_contain_text("has: takes file or reaction")
+    page.goto(f"{served}/archive/teams/{filled.team}/search?q=secret+plan")
+    assert len(_result_ts(page)) == 3
+    context.close()
+
+    context, page = _sign_in(browser, served, watch, filled.token_public, f"/archive/teams/{filled.team}")
+    page.goto(f"{served}/archive/teams/{filled.team}/search?q=secret+plan")
+    expect(page.locator("#search-empty")).to_be_visible()  # the private channel is not searched without scope
+    assert watch.problems == [] and watch.expected == []
+    assert watch.hosts == {watch.host}
+    context.close()
