@@ -154,6 +154,25 @@ def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list
     return chain
 
 
+# What each listing's cursors are bound to: a cursor pages only the listing (and parameters) that issued it. The
+# archive pages (api/viewer/slack_pages.py) use the same scopes, so a cursor of one pages the other.
+def index_scope(team_id: str, include_deleted: bool, private: bool) -> str:
+    return f"index|{team_id}|{include_deleted}|{private}"
+
+
+def timeline_scope(team_id: str, channel_id: str, order: str = "desc", include_deleted: bool = False,
+                   before: str | None = None, after: str | None = None) -> str:
+    return f"timeline|{team_id}|{channel_id}|{order}|{include_deleted}|{before}|{after}"
+
+
+def thread_scope(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool) -> str:
+    return f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
+
+
+def users_scope(team_id: str) -> str:
+    return f"users|{team_id}"
+
+
 def _position(cursor: str, scope: str) -> int:
     """The ts bound a cursor of this listing carries (400 for anything else)."""
     position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
@@ -177,7 +196,7 @@ def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str |
     _check_ids(team_id)
     grant = require_workspace(_settings(), team_id)
     # Names of private-converted channels need the private scope: the scope is part of the listing.
-    scope = f"index|{team_id}|{include_deleted}|{grant.private}"
+    scope = index_scope(team_id, include_deleted, grant.private)
     after = ""
     if cursor:
         after = verify_cursor(cursor, _settings().cursor_secret, scope).get("a")
@@ -219,7 +238,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     require_workspace(settings, team_id)
     upper = ts_to_us(before) if before else messages.MAX_US
     lower = ts_to_us(after) if after else messages.MIN_US
-    scope = f"timeline|{team_id}|{channel_id}|{order}|{include_deleted}|{before}|{after}"
+    scope = timeline_scope(team_id, channel_id, order, include_deleted, before, after)
     if cursor:
         position = _position(cursor, scope)
         if order == "asc":
@@ -270,7 +289,7 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
     parent_us = _check_ts(thread_ts)
     db = get_db()
     ids = channels.chain_ids(chain, channel_id)
-    scope = f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
+    scope = thread_scope(team_id, channel_id, thread_ts, include_deleted)
     after = parent_us
     parent = None
     if cursor:
@@ -295,7 +314,7 @@ def list_users(team_id: str, limit: int, cursor: str | None = None):
     when Chronicle first saw them and their first archived post."""
     _check_ids(team_id)
     require_workspace(_settings(), team_id)
-    scope = f"users|{team_id}"
+    scope = users_scope(team_id)
     bucket, after = 0, ""
     if cursor:
         position = verify_cursor(cursor, _settings().cursor_secret, scope)

@@ -31,6 +31,7 @@ from api.errors import CASSANDRA_UNAVAILABLE
 from api.pages import secure
 from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, files, messages, search, users
+from api.slack import http as slack_http
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
 from api.slack.settings import SlackSettings
@@ -155,15 +156,6 @@ def _include_deleted() -> bool:
     return request.args.get("include_deleted", "").lower() in ("1", "true", "yes", "on")
 
 
-# Cursors: the REST API's scopes (api/slack/http.py), so a cursor of one pages the other.
-def _timeline_scope(team_id: str, channel_id: str, include_deleted: bool) -> str:
-    return f"timeline|{team_id}|{channel_id}|desc|{include_deleted}|None|None"
-
-
-def _thread_scope(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool) -> str:
-    return f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
-
-
 def _sign(position: dict[str, Any], scope: str) -> str:
     return sign_cursor(position, _settings().cursor_secret, scope)
 
@@ -216,7 +208,7 @@ def team_page(team_id: str) -> tuple[str, int]:
     reader = signed_in_reader()
     allow_workspace(reader, team_id)
     db = get_db()
-    index_scope = f"index|{team_id}|True|{reader.grant.private}"  # the REST index's cursor scope
+    index_scope = slack_http.index_scope(team_id, True, reader.grant.private)
     after = ""
     if request.args.get("channels"):
         after = verify_cursor(request.args["channels"], _settings().cursor_secret, index_scope).get("a")
@@ -224,7 +216,7 @@ def team_page(team_id: str) -> tuple[str, int]:
             raise PageError(400, "Bad request", _BAD_CURSOR)
     entries, next_channel = channels.index_page(db, team_id, limit=INDEX_PAGE, after=after, include_deleted=True,
                                                 include_private=reader.grant.private)
-    users_scope = f"users|{team_id}"
+    users_scope = slack_http.users_scope(team_id)
     bucket, user_after = 0, ""
     if request.args.get("users"):
         position = verify_cursor(request.args["users"], _settings().cursor_secret, users_scope)
@@ -277,7 +269,7 @@ def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
     return render_template(
         "viewer/channel.html", reader=reader, team=team_id, channel=meta, channel_id=channel_id,
         previous_names=list(dict.fromkeys(previous)), groups=views.with_days(shown), include_deleted=include_deleted,
-        next_cursor=(_sign({"p": nxt}, _timeline_scope(team_id, channel_id, include_deleted))
+        next_cursor=(_sign({"p": nxt}, slack_http.timeline_scope(team_id, channel_id, include_deleted=include_deleted))
                      if nxt is not None else None),
         older_url=f"/archive/teams/{team_id}/channels/{channel_id}/older",
         channel_url=views.channel_url, zone_name=reader.zone_name), 200
@@ -292,7 +284,7 @@ def older_fragment(team_id: str, channel_id: str) -> tuple[str, int]:
     cursor = request.args.get("cursor", "")
     if not cursor:
         raise PageError(400, "Bad request", "cursor is required")
-    scope = _timeline_scope(team_id, channel_id, include_deleted)
+    scope = slack_http.timeline_scope(team_id, channel_id, include_deleted=include_deleted)
     upper = _position(cursor, scope)
     page, nxt = messages.timeline(get_db(), team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
                                   upper=upper, include_deleted=include_deleted)
@@ -311,7 +303,7 @@ def thread_fragment(team_id: str, channel_id: str, thread_ts: str) -> tuple[str,
     include_deleted = _include_deleted()
     db = get_db()
     ids = channels.chain_ids(chain, channel_id)
-    scope = _thread_scope(team_id, channel_id, thread_ts, include_deleted)
+    scope = slack_http.thread_scope(team_id, channel_id, thread_ts, include_deleted)
     cursor = request.args.get("cursor", "")
     parent = None
     after = parent_us
