@@ -69,6 +69,8 @@ def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
     from api.pages import common as common_assets
     from api.tagging.pages import bp as tagging_pages
+    from api.viewer.network_pages import bp as archive_networks
+    from api.viewer.report_pages import bp as archive_reports
     from api.viewer.session import bp as archive_session
     from api.viewer.slack_pages import bp as archive_pages
 
@@ -76,6 +78,8 @@ def _register_pages(app: Flask) -> None:
     app.register_blueprint(tagging_pages)
     app.register_blueprint(archive_session)
     app.register_blueprint(archive_pages)
+    app.register_blueprint(archive_networks)
+    app.register_blueprint(archive_reports)
 
 
 def _document_server_refusals(api: Api) -> None:

@@ -7,9 +7,14 @@ handlers), so archived text can never run as script even if some escaping slippe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from flask import Blueprint, Response
+from werkzeug.exceptions import HTTPException
+
+from api.errors import CASSANDRA_UNAVAILABLE
 
 _API_DIR = Path(__file__).resolve().parent
 
@@ -33,3 +38,29 @@ def secure(response: Response) -> Response:
 
 
 common.after_request(secure)
+
+
+class PageError(Exception):
+    """A refusal or failure shown as a page of the blueprint that raised it (its status, a title, why)."""
+
+    def __init__(self, status: int, title: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.title, self.message = status, title, message
+
+
+def error_pages(bp: Blueprint, show: Callable[[PageError], Any]) -> None:
+    """Show every error of `bp`'s views through `show`: its PageErrors, HTTP errors (a forged cursor is a 400
+    from api/paging.py) and an unreachable database (503), never a bare 500 or a JSON body on a page."""
+    bp.register_error_handler(PageError, show)
+
+    def http_error(exc: HTTPException) -> Any:
+        data = getattr(exc, "data", None) or {}
+        return show(PageError(exc.code or 500, exc.name, str(data.get("message") or exc.description or exc.name)))
+
+    def unavailable(exc: Exception) -> Any:
+        return show(PageError(503, "Database unavailable",
+                              f"The archive's database did not answer ({type(exc).__name__}). Try again."))
+
+    bp.register_error_handler(HTTPException, http_error)
+    for exc_type in CASSANDRA_UNAVAILABLE:
+        bp.register_error_handler(exc_type, unavailable)

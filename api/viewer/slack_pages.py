@@ -20,15 +20,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, g, render_template, request, send_file
-from werkzeug.exceptions import HTTPException
 
 from api.activity import calendar, codec, service
 from api.activity import events as ev
 from api.activity.http import private_channels
 from api.config import Settings
 from api.db import get_db
-from api.errors import CASSANDRA_UNAVAILABLE
-from api.pages import secure
+from api.pages import PageError, error_pages, secure
 from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, files, messages, search, users
 from api.slack import http as slack_http
@@ -53,13 +51,6 @@ SEARCH_PAGE = 20  # results per page of the search page
 _BAD_CURSOR = "invalid cursor: use the page's own 'load older' button"
 
 
-class PageError(Exception):
-    """A refusal shown as a page (or, for a fragment, as a small HTML error with the same status)."""
-
-    def __init__(self, status: int, title: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.title, self.message = status, title, message
-
 
 # A stored file is sent as a download with a CSP of its own (no scripts, sandboxed): whatever was uploaded to
 # Slack never runs as a page of Chronicle's origin.
@@ -76,7 +67,6 @@ def _headers(response: Response) -> Response:
     return response
 
 
-@bp.errorhandler(PageError)
 def _page_error(exc: PageError) -> Response | tuple[str, int]:
     reader = g.get("archive_reader")
     if exc.status == 401 and not g.get("archive_fragment"):
@@ -85,21 +75,9 @@ def _page_error(exc: PageError) -> Response | tuple[str, int]:
     return render_template(template, error=exc, reader=reader, team=g.get("archive_team")), exc.status
 
 
-@bp.errorhandler(HTTPException)
-def _http_error(exc: HTTPException) -> Response | tuple[str, int]:
-    """A bad cursor (api.paging answers 400) and the like, in the pages' form."""
-    data = getattr(exc, "data", None) or {}
-    message = data.get("message") or exc.description or exc.name
-    return _page_error(PageError(exc.code or 500, exc.name, str(message)))
+error_pages(bp, _page_error)
 
 
-def _unavailable(exc: Exception) -> Response | tuple[str, int]:
-    return _page_error(PageError(503, "Database unavailable",
-                                 f"The archive's database did not answer ({type(exc).__name__}). Try again."))
-
-
-for _exc_type in CASSANDRA_UNAVAILABLE:
-    bp.register_error_handler(_exc_type, _unavailable)
 
 
 # -- access -----------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ test can count bars and points.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -119,8 +120,10 @@ def line_chart(chart_id: str, title: str, series: list[tuple[str, list[tuple[flo
     return _figure(title, parts)
 
 
-def html(document: dict[str, Any], *, top_rows: int = 15) -> str:
-    """The whole page of a report document (anonymised or not)."""
+def context(document: dict[str, Any], *, top_rows: int = 15,
+            message_href: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
+    """What slack/_report_sections.html needs: the document, its names, the charts drawn. `message_href` links a
+    top message (default: its REST address, `ref`; an anonymised report has none)."""
     names = document.get("names", {})
     users, chans = names.get("users", {}), names.get("channels", {})
     activity = document["activity"]
@@ -148,5 +151,10 @@ def html(document: dict[str, Any], *, top_rows: int = 15) -> str:
                                for r in document["users"]["rows"][:top_rows]]),
         "members": line_chart("chart-members", "Channel members over time", members) if members else None,
     }
-    return _ENV.get_template("slack/report.html").render(doc=document, users=users, channels=chans,
-                                                         charts=charts, weekdays=WEEKDAYS, top_rows=top_rows)
+    return {"doc": document, "users": users, "channels": chans, "charts": charts, "weekdays": WEEKDAYS,
+            "top_rows": top_rows, "message_href": message_href or (lambda m: m.get("ref"))}
+
+
+def html(document: dict[str, Any], *, top_rows: int = 15) -> str:
+    """The whole page of a report document (anonymised or not)."""
+    return _ENV.get_template("slack/report.html").render(**context(document, top_rows=top_rows))
