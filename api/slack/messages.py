@@ -31,8 +31,10 @@ Write = tuple[Statement, Params]
 
 # What the API shows of a message; the one-message read adds what history needs. Fewer columns = less decoding
 # per row on a 50-row timeline page.
+# A thread head's reply count is Cassandra 5.0's collection_count of its replies map: the map is not shipped.
 _PAGE_COLUMNS = ("channel_id, ts, msg_ts, user_id, text, subtype, bot_id, username, thread_ts, edited_ts, "
-                 "deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions")
+                 "deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions, "
+                 "collection_count(replies) AS reply_count")
 _COLUMNS = f"team_id, original_text, {_PAGE_COLUMNS}"
 
 UPSERT_MESSAGE = Statement(
@@ -101,11 +103,10 @@ SELECT_REPLIES = Statement(
 SELECT_REPLY_AUTHORS = Statement(
     "SELECT ts, user_id FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
     name="SELECT slack_thread_replies (authors)")
-# Search candidates of one channel-day (search.py confirms them): what a result shows, and whether a head has
-# replies (is:thread), without shipping the replies map.
+# Search candidates of one channel-day (search.py confirms them): what a result shows.
 SELECT_CANDIDATES = Statement(
-    f"SELECT {_PAGE_COLUMNS}, collection_count(replies) AS reply_count FROM slack_messages WHERE team_id = ? "
-    "AND channel_id = ? AND day = ? AND ts IN ?", name="SELECT slack_messages (search candidates)")
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts IN ?",
+    name="SELECT slack_messages (search candidates)")
 # What history compares with what it fetched: the stored messages of a time range of one day.
 SELECT_STORED_RANGE = Statement(
     "SELECT ts, msg_ts, thread_ts, deleted, reactions FROM slack_messages WHERE team_id = ? AND channel_id = ? "
@@ -192,6 +193,7 @@ class Message:
     files_fetch_failed: bool
     files_fetch_error: dict[str, str] | None
     reactions: tuple[tuple[str, tuple[str, ...]], ...]  # (emoji, users), by emoji then user
+    reply_count: int  # replies of a thread head that are not deleted (0 for any other message)
 
     @classmethod
     def from_row(cls, row: Any) -> Message | None:
@@ -207,6 +209,7 @@ class Message:
             bool(row.files_fetch_failed),
             dict(row.files_fetch_error) if row.files_fetch_error else None,
             _grouped(row.reactions) if row.reactions else (),
+            row.reply_count or 0,
         )
 
     def shown(self, include_deleted: bool) -> bool:
@@ -630,7 +633,7 @@ def start_activity_day(db: Database, team_id: str, channel_id: str, day: int) ->
 
 
 def start_candidates(db: Database, team_id: str, channel_id: str, day: int, ts_list: list[int]) -> Any:
-    """Future of the rows of some messages of one channel-day, each with `reply_count` (search confirmation)."""
+    """Future of the rows of some messages of one channel-day (search confirmation, reply counts)."""
     return db.execute_async(SELECT_CANDIDATES, (team_id, channel_id, day, ts_list))
 
 

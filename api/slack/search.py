@@ -280,7 +280,10 @@ def iso_day(day: int) -> str:
 @dataclasses.dataclass(frozen=True)
 class Hit:
     message: Message
-    reply_count: int
+
+    @property
+    def reply_count(self) -> int:
+        return self.message.reply_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -512,7 +515,7 @@ def _confirm(plan: _Plan, candidates: list[tuple[int, str]]) -> list[Hit]:
         if row is not None and _confirmed(plan, row):
             message = Message.from_row(row)
             if message is not None:
-                hits.append(Hit(message, row.reply_count or 0))
+                hits.append(Hit(message))
     return hits
 
 

@@ -176,6 +176,17 @@ def get(db: Database, team_id: str, user_id: str) -> dict[str, Any] | None:
     return _to_json(row) if row is not None else None
 
 
+def profiles(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """Several users as `get` shows them (None when no profile is known), read concurrently: the names a page
+    shows."""
+    futures = {u: db.execute_async(SELECT_USER, (team_id, bucket_of(u), u)) for u in dict.fromkeys(user_ids)}
+    out: dict[str, dict[str, Any] | None] = {}
+    for user_id, future in futures.items():
+        row = future.result().one()
+        out[user_id] = _to_json(row) if row is not None else None
+    return out
+
+
 def time_zones(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, str | None]:
     """Each user's IANA time zone (None when the profile or its zone is unknown), read concurrently."""
     futures = {u: db.execute_async(SELECT_TZ, (team_id, bucket_of(u), u)) for u in dict.fromkeys(user_ids)}

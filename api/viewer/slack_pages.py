@@ -224,8 +224,7 @@ def _timeline_views(reader: Reader, team_id: str, channel_id: str, page: list[Me
     if names_map is None:
         names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
     return views.message_views(db, team_id, shown, zone=reader.zone, page_channel_id=channel_id,
-                               include_deleted=include_deleted, channel_names_map=names_map,
-                               replies=views.reply_counts(db, team_id, shown))
+                               include_deleted=include_deleted, channel_names_map=names_map)
 
 
 @bp.get("/teams/<team_id>/channels/<channel_id>")
@@ -546,8 +545,7 @@ def search_page(team_id: str) -> tuple[str, int]:
     found = [hit.message for hit in page.hits]
     shown = views.message_views(
         db, team_id, found, zone=reader.zone, page_channel_id=None, include_deleted=False, show_channel=True,
-        channel_names_map=views.channel_names(db, team_id, include_private=reader.grant.private),
-        replies={hit.message.ts: hit.reply_count for hit in page.hits if hit.reply_count})
+        channel_names_map=views.channel_names(db, team_id, include_private=reader.grant.private))
     next_cursor = search.sign_position(page.next_position, secret, team_id, q, reader.zone_name)
     return render_template(
         "viewer/search.html", **context, results=shown, understood=page.query.describe(), first_page=not cursor,

@@ -23,9 +23,9 @@ from urllib.parse import quote, urlsplit
 from markupsafe import Markup
 
 from api.db import Database
-from api.slack import channels, messages, users
+from api.slack import channels, users
 from api.slack.messages import Message
-from api.slack.timeutil import day_of, us_to_ts
+from api.slack.timeutil import us_to_ts
 from api.viewer import render
 
 T = TypeVar("T")
@@ -97,10 +97,8 @@ def display_name(profile: Mapping[str, Any] | None, fallback: str) -> str:
 
 
 def user_profiles(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
-    """The profiles of these users (users.get each, concurrently): only the ids a page shows."""
-    wanted = sorted({u for u in user_ids if u})
-    found = concurrently(lambda u: users.get(db, team_id, u), wanted)
-    return dict(zip(wanted, found, strict=True))
+    """The profiles of these users (read concurrently): only the ids a page shows."""
+    return users.profiles(db, team_id, sorted({u for u in user_ids if u}))
 
 
 def user_names(db: Database, team_id: str, user_ids: Iterable[str]) -> dict[str, str]:
@@ -263,26 +261,12 @@ def page_user_ids(msgs: Iterable[Message]) -> set[str]:
     return ids
 
 
-def reply_counts(db: Database, team_id: str, msgs: Iterable[Message]) -> dict[int, int]:
-    """How many (not deleted) replies each thread head among `msgs` has (ts -> count, heads with replies only):
-    the count of the head row's replies map, one read per channel-day of the heads, all in flight at once."""
-    by_day: dict[tuple[str, int], list[int]] = {}
-    for m in msgs:
-        if m.thread_ts is None or m.thread_ts == m.ts:
-            by_day.setdefault((m.channel_id, day_of(m.ts)), []).append(m.ts)
-    futures = [messages.start_candidates(db, team_id, channel_id, day, ts_list)
-               for (channel_id, day), ts_list in by_day.items()]
-    return {row.ts: row.reply_count for future in futures for row in future.result() if row.reply_count}
-
-
 def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: tzinfo, page_channel_id: str | None,
                   include_deleted: bool, channel_names_map: Mapping[str, str],
-                  replies: Mapping[int, int] | None = None,
                   names: Mapping[str, str] | None = None, show_channel: bool = False) -> list[MessageView]:
     """The view of each message, in the order given. `page_channel_id` is the channel whose URLs the links use
-    (None: each message's own channel); `replies` the reply count per thread head (`reply_counts`);
+    (None: each message's own channel); a thread head shows its stored reply count;
     `names` user names already known (the rest are read)."""
-    replies = replies or {}
     known = dict(names or {})
     missing = page_user_ids(msgs) - known.keys()
     if missing:
@@ -311,7 +295,7 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
                                      channel_url=channel_link),
             subtype=m.subtype, is_reply=is_reply,
             thread_ts=us_to_ts(m.thread_ts) if is_reply else None,
-            reply_count=replies.get(m.ts, 0),
+            reply_count=m.reply_count,
             edited=m.edited_ts is not None,
             edited_title=("edited " + datetime.fromtimestamp(m.edited_ts / 1_000_000, zone)
                           .strftime("%d %b %Y %H:%M")) if m.edited_ts is not None else "",
