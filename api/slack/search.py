@@ -44,6 +44,7 @@ from api.slack.timeutil import day_of
 MAX_DAYS = 400          # candidate days one request reads before it answers with what it found
 MAX_ROWS = 100_000      # postings one request reads before it answers with what it found
 DAY_PAGE = 128          # days of one term listed per read
+PROBE = 256             # postings of a term and day read first: a clause that fits is not read whole
 MAX_CLAUSES = 12        # words, phrases and modifiers in one query
 MAX_ALTERNATIVES = 16   # channels or users one in:/from:/mention may stand for
 DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached per process
@@ -414,6 +415,7 @@ class _Plan:
     excluded: list[list[Token]]
     references: list[set[str]]                # mention terms: a hit holds one of each set
     authors: set[str] | None
+    channels: set[str] | None                 # in: channels (every id of each)
     lo_us: int
     hi_us: int                                # exclusive
     denied: frozenset[str]                    # channels whose messages this reader may not see
@@ -432,9 +434,10 @@ def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, t
     if query.from_users:
         authors = {u for value in query.from_users for u in _user_ids(found, value, "from")}
         clauses.append([search_index.author_term(u) for u in sorted(authors)])
+    in_ids: set[str] | None = None
     if query.in_channels:
-        ids = {c for value in query.in_channels for c in _channel_ids(found, value, "in")}
-        clauses.append([search_index.channel_term(c) for c in sorted(ids)])
+        in_ids = {c for value in query.in_channels for c in _channel_ids(found, value, "in")}
+        clauses.append([search_index.channel_term(c) for c in sorted(in_ids)])
     for words in query.words:
         clauses.extend([search_terms.term_of(w)] for w in dict.fromkeys(words))
     unique = list({tuple(sorted(c)): c for c in clauses}.values())
@@ -445,7 +448,7 @@ def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, t
     tz = zone(tz_name)
     lo_us = window(query.first, tz)[0] if query.first else 0
     hi_us = window(query.last, tz)[1] if query.last else _MAX_US
-    return _Plan(db, team_id, query, unique, query.words, query.excluded, references, authors, lo_us, hi_us,
+    return _Plan(db, team_id, query, unique, query.words, query.excluded, references, authors, in_ids, lo_us, hi_us,
                  frozenset() if allow_private else found.private)
 
 
@@ -453,6 +456,8 @@ def _confirmed(plan: _Plan, row: Any) -> bool:
     if row.msg_ts is None or row.deleted or not (plan.lo_us <= row.ts < plan.hi_us):
         return False
     if plan.authors is not None and row.user_id not in plan.authors:
+        return False
+    if plan.channels is not None and row.channel_id not in plan.channels:
         return False
     if plan.query.has_file and not row.files:
         return False
@@ -475,27 +480,47 @@ def _confirmed(plan: _Plan, row: Any) -> bool:
 
 
 def _candidates(plan: _Plan, days: list[int], start: Position) -> tuple[list[tuple[int, str]], int]:
-    """The (ts, channel) that hold every clause on these days, newest first, after `start`; and rows read."""
-    futures = []
-    for day in days:
-        below = min(plan.hi_us, start.ts + 1 if day == start.day and start.ts is not None else _MAX_US)
-        futures.append([[search_index.start_postings(plan.db, plan.team_id, term, day, below=below,
-                                                     at_least=plan.lo_us) for term in clause]
-                        for clause in plan.clauses])
-    out: list[tuple[int, str]] = []
+    """The (ts, channel) that may hold every clause on these days, newest first, after `start`; and rows read.
+
+    Every term's postings of a day are first read up to PROBE rows. A clause whose terms all fit is known whole:
+    the intersection of the clauses known whole is the candidate set, and confirmation checks the other clauses
+    on the message rows (an `in:` or `from:` of a day is small; a common word's day is not read whole). Only a
+    day on which no clause fits is read whole, and intersected."""
+    probes = [[[search_index.start_postings(plan.db, plan.team_id, term, day, below=_below(plan, day, start),
+                                            at_least=plan.lo_us, limit=PROBE) for term in clause]
+               for clause in plan.clauses] for day in days]
     rows_read = 0
-    for day, clause_futures in zip(days, futures, strict=True):
-        common: set[tuple[int, str]] | None = None
-        for alternatives in clause_futures:
-            found: set[tuple[int, str]] = set()
-            for future in alternatives:
-                rows = [(r.ts, r.channel_id) for r in future.result()]
-                rows_read += len(rows)
-                found.update(rows)
-            common = found if common is None else common & found
-        kept = [c for c in common or () if c[1] not in plan.denied and (day != start.day or start.before(*c))]
+    found: dict[int, list[set[tuple[int, str]]]] = {}
+    unknown: list[int] = []
+    for day, clauses in zip(days, probes, strict=True):
+        whole = []
+        for alternatives in clauses:
+            results = [[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
+            rows_read += sum(map(len, results))
+            if all(len(rows) < PROBE for rows in results):
+                whole.append({row for rows in results for row in rows})
+        found[day] = whole
+        if not whole:
+            unknown.append(day)
+    full = {day: [[search_index.start_postings(plan.db, plan.team_id, term, day, below=_below(plan, day, start),
+                                               at_least=plan.lo_us, limit=search_index.WHOLE) for term in clause]
+                  for clause in plan.clauses] for day in unknown}
+    for day, clauses in full.items():
+        for alternatives in clauses:
+            rows = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
+            rows_read += len(rows)
+            found[day].append(rows)
+    out: list[tuple[int, str]] = []
+    for day in days:
+        common = set.intersection(*found[day])
+        kept = [c for c in common if c[1] not in plan.denied and (day != start.day or start.before(*c))]
         out.extend(sorted(kept, key=lambda c: (-c[0], c[1])))
     return out, rows_read
+
+
+def _below(plan: _Plan, day: int, start: Position) -> int:
+    """The exclusive upper ts bound of a day's postings: the query's end, or just after the page's start."""
+    return min(plan.hi_us, start.ts + 1 if day == start.day and start.ts is not None else _MAX_US)
 
 
 def _confirm(plan: _Plan, candidates: list[tuple[int, str]]) -> list[Hit]:

@@ -28,7 +28,8 @@ SELECT_TERM_DAYS = Statement(
     "SELECT day FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day <= ? AND day >= ? LIMIT ?")
 SELECT_POSTINGS = Statement(
     "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts < ? "
-    "AND ts >= ?")
+    "AND ts >= ? LIMIT ?")
+WHOLE = 1_000_000  # the LIMIT of a whole-partition read (partitions are bounded by design, far below this)
 SELECT_PROGRESS = Statement(
     "SELECT channel_id, next_day, messages FROM slack_search_backfill WHERE team_id = ?")
 UPDATE_PROGRESS = Statement(
@@ -87,10 +88,11 @@ def start_term_days(db: Database, team_id: str, term: str, *, newest: int, oldes
     return db.execute_async(SELECT_TERM_DAYS, (team_id, term, newest, oldest, limit))
 
 
-def start_postings(db: Database, team_id: str, term: str, day: int, *, below: int, at_least: int) -> Any:
-    """Future of the (ts, channel_id) postings of `term` on `day` with at_least <= ts < below, newest first.
-    The partition is bounded by design (one term, one day, one workspace): it is read whole."""
-    return db.execute_async(SELECT_POSTINGS, (team_id, term, day, below, at_least))
+def start_postings(db: Database, team_id: str, term: str, day: int, *, below: int, at_least: int, limit: int
+                   ) -> Any:
+    """Future of the first `limit` (ts, channel_id) postings of `term` on `day` with at_least <= ts < below,
+    newest first. The partition is bounded by design (one term, one day, one workspace): WHOLE reads it all."""
+    return db.execute_async(SELECT_POSTINGS, (team_id, term, day, below, at_least, limit))
 
 
 def progress(db: Database, team_id: str) -> dict[str, tuple[int, int]]:

@@ -253,6 +253,16 @@ def test_search_equals_the_brute_force_reference(client, archive, q, predicate):
         assert m["text"] == model.text and "deleted" not in m
 
 
+@pytest.mark.parametrize("probe", [1, 3])
+def test_days_read_whole_give_the_same_answers(client, archive, monkeypatch, probe):
+    """With a tiny first read per term and day, most days are read whole and intersected (the path a common
+    word's busy day takes) instead of being confirmed from the one clause that fits."""
+    monkeypatch.setattr(search, "PROBE", probe)
+    for q, predicate in QUERIES[:18]:
+        if predicate is not None:
+            assert [(m["channel_id"], m["ts"]) for m in run_search(client, q)] == reference(archive, predicate), q
+
+
 def test_reader_time_zone_moves_day_boundaries(client, archive):
     # 2026-01-05 in Tokyo is 2026-01-04T15:00Z .. 2026-01-05T15:00Z
     q = "database on:2026-01-05"
