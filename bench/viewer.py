@@ -76,6 +76,7 @@ import os
 import pstats
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -490,14 +491,29 @@ def wait_quiet(limit_seconds: float, threshold: float = 0.15) -> float:
     return waited
 
 
+def node_pid(node: Any) -> int:
+    """The node's process: its pid file, else whoever listens on its native port (a node started another way)."""
+    pid = read_pid(node)
+    if pid:
+        return pid
+    found = subprocess.run(["ss", "-Hltnp", f"sport = :{node.native_port}"], capture_output=True, text=True).stdout
+    match = re.search(r"pid=(\d+)", found)
+    return int(match.group(1)) if match else 0
+
+
+_MINE: set[int] = set()  # this run's gunicorn (master and workers) and the node it measures
+
+
 def others_running() -> list[str]:
-    """Other benchmark / load processes on the machine right now (their command lines), for the record."""
+    """Other benchmark, test, server and JVM processes on the machine right now (command lines, lifetime CPU%),
+    for the record: the node this run measures and this run's own processes are left out."""
     found = subprocess.run(["ps", "-eo", "pid,pcpu,args", "--sort=-pcpu"], capture_output=True, text=True).stdout
-    mine = os.getpid()
     out = []
     for line in found.splitlines()[1:]:
         pid, pcpu, cmd = line.strip().split(None, 2)
-        if int(pid) != mine and ("bench" in cmd or "pytest" in cmd) and "bench.viewer" not in cmd:
+        if int(pid) in _MINE or int(pid) == os.getpid() or "bench.viewer" in cmd:
+            continue
+        if any(word in cmd for word in ("bench", "pytest", "gunicorn", "java", "chromium", "chronicle ")):
             out.append(f"{pid} {pcpu}% {cmd[:120]}")
     return out[:12]
 
@@ -920,7 +936,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with served(args.keyspace, args, logs) as (port, master):
         cookie = sign_in(port)
         workers = _children(master.pid)
-        pids = {"gunicorn workers": workers, "cassandra": [read_pid(node) or 0]}
+        pids = {"gunicorn workers": workers, "cassandra": [node_pid(node)]}
+        _MINE.update([master.pid, *workers, *pids["cassandra"]])
         cursors = older_cursors(port, cookie, page_path, limit=200)
         result["older_pages"] = len(cursors)
         older_paths = [f"{page_path}/older?{urlencode({'cursor': c})}" for c in cursors]
@@ -1037,6 +1054,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in str(args.concurrency).split(",") if c]
     configure_logging("WARNING", stream=sys.stderr)
+    # A SIGTERM unwinds like an exception, so the gunicorn this run started is stopped too (not left orphaned).
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     write_result("viewer-whatif" if args.what_if else "viewer", run(args))
     return 0
 
