@@ -8,9 +8,9 @@ from flask_smorest import Api
 
 from api import metrics
 from api.config import Settings
-from api.db import Database, get_db, set_db
+from api.db import READ_LEVELS, Database, get_db, set_db
 from api.errors import register_error_handlers
-from api.observability import configure_logging, install_request_hooks
+from api.observability import FastJSONProvider, configure_logging, install_request_hooks
 
 
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> Flask:
@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         },
         JSON_SORT_KEYS=False,
     )
+    app.json = FastJSONProvider(app)
     app.json.sort_keys = False
     install_request_hooks(app)
     api = Api(app)
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     for blueprint in _feature_blueprints():
         api.register_blueprint(blueprint)
     _document_server_refusals(api)
+    _document_read_consistency(api)
     _register_pages(app)
 
     @app.get("/docs/assets/<path:filename>")
@@ -68,6 +70,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
     from api.pages import common as common_assets
+    from api.pages import versioned_assets
     from api.tagging.pages import bp as tagging_pages
     from api.viewer.network_pages import bp as archive_networks
     from api.viewer.report_pages import bp as archive_reports
@@ -80,6 +83,7 @@ def _register_pages(app: Flask) -> None:
     app.register_blueprint(archive_pages)
     app.register_blueprint(archive_networks)
     app.register_blueprint(archive_reports)
+    versioned_assets(app)
 
 
 def _document_server_refusals(api: Api) -> None:
@@ -92,6 +96,26 @@ def _document_server_refusals(api: Api) -> None:
         for method, operation in operations.items():
             if method != "parameters" and isinstance(operation, dict):
                 operation.setdefault("responses", {}).setdefault("414", {"$ref": "#/components/responses/UriTooLong"})
+
+
+def _document_read_consistency(api: Api) -> None:
+    """Every read takes X-Read-Consistency (api/observability.py): e.g. LOCAL_QUORUM to see the client's own
+    acknowledged writes on a replicated cluster. An unknown level answers 400."""
+    api.spec.components.parameter("ReadConsistency", "header", {
+        "name": "X-Read-Consistency", "required": False,
+        "description": "The consistency level of this request's reads (default: the service's configured "
+                       "level; LOCAL_QUORUM for lookups by key). LOCAL_QUORUM sees every write acknowledged at "
+                       "LOCAL_QUORUM, also while a replica catches up after an outage.",
+        "schema": {"type": "string", "enum": list(READ_LEVELS)}})
+    api.spec.components.response("BadReadConsistency", {
+        "description": "bad request (e.g. an unknown X-Read-Consistency level)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    for operations in api.spec._paths.values():
+        for method, operation in operations.items():
+            if method == "get" and isinstance(operation, dict):
+                operation.setdefault("parameters", []).append({"$ref": "#/components/parameters/ReadConsistency"})
+                operation.setdefault("responses", {}).setdefault(
+                    "400", {"$ref": "#/components/responses/BadReadConsistency"})
 
 
 def _feature_blueprints() -> list:

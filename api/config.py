@@ -60,6 +60,12 @@ class Settings:
     # API tokens for read endpoints: token=team1|team2[+private],...
     api_tokens: str
     admin_token: str
+    # The driver: protocol v4 (v5 frames every message in segments checksummed in pure Python, about 12% of a
+    # timeline page's CPU); a second replica asked after this delay when the first is slow (idempotent
+    # statements only: a frozen node then costs this delay, not the request timeout).
+    protocol_version: int = 4
+    speculative_delay: float = 0.1
+    speculative_attempts: int = 2
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -82,6 +88,9 @@ class Settings:
             slack_keep_raw_events=env("CHRONICLE_SLACK_KEEP_RAW", "true").lower() in ("1", "true", "yes"),
             api_tokens=env("CHRONICLE_API_TOKENS", ""),
             admin_token=env("CHRONICLE_ADMIN_TOKEN", ""),
+            protocol_version=int(env("CHRONICLE_PROTOCOL_VERSION", "4")),
+            speculative_delay=float(env("CHRONICLE_SPECULATIVE_DELAY", "0.1")),
+            speculative_attempts=int(env("CHRONICLE_SPECULATIVE_ATTEMPTS", "2")),
         )
 
     def replication_map(self) -> dict[str, object]:

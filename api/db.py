@@ -7,6 +7,7 @@ app) each create their own Cluster after the fork.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import os
@@ -19,8 +20,10 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResponseFuture, Session
 from cassandra.concurrent import execute_concurrent
+from cassandra.metadata import NetworkTopologyStrategy
 from cassandra.policies import (
     ConstantReconnectionPolicy,
+    ConstantSpeculativeExecutionPolicy,
     DCAwareRoundRobinPolicy,
     TokenAwarePolicy,
 )
@@ -45,6 +48,22 @@ _FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
 Params = Sequence[Any] | Mapping[str, Any]
+# The read consistency of the request at hand, when it differs from the configured one (set per request by
+# api/observability.py from the X-Read-Consistency header, or by an endpoint that reads back a client's write).
+read_level: contextvars.ContextVar[int | None] = contextvars.ContextVar("read_level", default=None)
+READ_LEVELS = ("LOCAL_ONE", "ONE", "LOCAL_QUORUM", "QUORUM", "ALL")  # what X-Read-Consistency accepts
+
+
+def reads_own_writes(view: Callable[..., Any]) -> Callable[..., Any]:
+    """An endpoint that looks one record up by key, typically right after the client wrote it (a 404 there is
+    a wrong answer the client acts on): its reads run at LOCAL_QUORUM, which on RF 3 overlaps every
+    LOCAL_QUORUM write, unless the request's X-Read-Consistency header asked for a level itself."""
+    @functools.wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if read_level.get() is None:
+            read_level.set(ConsistencyLevel.LOCAL_QUORUM)
+        return view(*args, **kwargs)
+    return wrapper
 
 
 class Statement:
@@ -58,6 +77,7 @@ class Statement:
         self.cql = " ".join(cql.split())
         table = _TABLE_RE.search(self.cql)
         self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
+        self._table_span = table.span(1) if table else None
         self.name = name or f"{self.cql.split()[0].upper()} {self.table or '?'}"
         self.consistency = consistency
         self.idempotent = idempotent
@@ -66,6 +86,14 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"Statement({self.name!r})"
+
+    def qualified(self, keyspace: str) -> str:
+        """The CQL with its table named `keyspace.table`: the node warns about (and a session's USE makes
+        ambiguous) prepared statements that rely on the connection's keyspace."""
+        if not keyspace or self._table_span is None or "." in (self.table or ""):
+            return self.cql
+        start, end = self._table_span
+        return f"{self.cql[:start]}{keyspace}.{self.cql[start:end]}{self.cql[end:]}"
 
 
 def without_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,11 +142,16 @@ class Database:
             consistency_level=s.read_consistency,
             request_timeout=s.request_timeout,
             row_factory=named_tuple_rows,
+            # A replica that stops answering (a long GC pause, a frozen VM) is asked around after
+            # `speculative_delay`; the driver only does this for statements marked idempotent.
+            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(
+                delay=s.speculative_delay, max_attempts=s.speculative_attempts)
+            if s.speculative_attempts > 0 else None,
         )
         return Cluster(
             s.contact_points,
             port=s.cassandra_port,
-            protocol_version=5,
+            protocol_version=s.protocol_version,
             connection_class=LibevConnection,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=s.connect_timeout,
@@ -137,6 +170,8 @@ class Database:
                 if self._session is None:
                     cluster = self._build_cluster()
                     try:
+                        # The session's keyspace serves administrative CQL (execute_raw); prepared statements
+                        # name theirs (Statement.qualified), so the node has no USE ambiguity to warn about.
                         session = cluster.connect(self.keyspace or None)
                     except Exception:
                         cluster.shutdown()
@@ -147,6 +182,29 @@ class Database:
     @property
     def cluster(self) -> Cluster:
         return self.session.cluster
+
+    def serving_shortfall(self) -> str | None:
+        """Why the configured consistency levels cannot be met with the nodes the driver sees up (its view,
+        kept by heartbeats and the nodes' own status events), or None. A frozen node stays "up" until its
+        heartbeat fails; speculative reads go around it meanwhile."""
+        metadata = self.cluster.metadata
+        keyspace = metadata.keyspaces.get(self.keyspace)
+        if keyspace is None:
+            return None  # the schema check says why
+        strategy = keyspace.replication_strategy
+        hosts = list(metadata.all_hosts())
+        if isinstance(strategy, NetworkTopologyStrategy):
+            replication = int(strategy.dc_replication_factors.get(self.settings.local_dc, 0))
+            hosts = [h for h in hosts if h.datacenter == self.settings.local_dc]
+        else:
+            replication = int(getattr(strategy, "replication_factor", 1))
+        up = sum(1 for h in hosts if h.is_up is not False)
+        for label, level in (("reads", self.settings.read_consistency), ("writes", self.settings.write_consistency)):
+            needed = replicas_needed(level, replication)
+            if min(up, replication) < needed:
+                return (f"{up} of {len(hosts)} nodes up: {label} at {consistency_name(level)} need {needed} of "
+                        f"{replication} replicas")
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -159,8 +217,10 @@ class Database:
     def prepared(self, statement: Statement) -> PreparedStatement:
         prepared = self._prepared.get(id(statement))
         if prepared is None:
-            prepared = self.session.prepare(statement.cql)
-            prepared.is_idempotent = statement.idempotent
+            prepared = self.session.prepare(statement.qualified(self.keyspace))
+            # A lightweight transaction is never sent twice at once: a speculative second attempt of an applied
+            # claim would answer "not applied".
+            prepared.is_idempotent = statement.idempotent and not statement.conditional
             if statement.consistency is not None:
                 prepared.consistency_level = statement.consistency
             elif statement.cql.startswith(("SELECT",)):
@@ -173,10 +233,17 @@ class Database:
             self._prepared[id(statement)] = prepared
         return prepared
 
+    def _bind(self, statement: Statement, params: Params) -> Any:
+        bound = self.prepared(statement).bind(params)
+        level = read_level.get()
+        if level is not None and statement.consistency is None and statement.cql.startswith("SELECT"):
+            bound.consistency_level = level  # the request asked its reads to see its own writes
+        return bound
+
     def execute(self, statement: Statement, params: Sequence[Any] | Mapping[str, Any] = (), *,
                 paging_state: bytes | None = None, fetch_size: int | None = None,
                 timeout: float | None = None) -> Any:
-        bound = self.prepared(statement).bind(params)
+        bound = self._bind(statement, params)
         if fetch_size is not None:
             bound.fetch_size = fetch_size
         started = time.perf_counter()
@@ -192,8 +259,7 @@ class Database:
 
     def execute_async(self, statement: Statement, params: Sequence[Any] | Mapping[str, Any] = ()
                       ) -> ResponseFuture:
-        return self.session.execute_async(self.prepared(statement).bind(params),
-                                          timeout=self.settings.request_timeout)
+        return self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout)
 
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
                      batch_size: int = 1, partitions_per_batch: int = _BATCH_PARTITIONS,
@@ -365,3 +431,10 @@ def set_db(db: Database | None) -> None:
 
 def consistency_name(level: int) -> str:
     return ConsistencyLevel.value_to_name[level]
+
+
+def replicas_needed(level: int, replication: int) -> int:
+    """Replicas that must answer at `level` with `replication` copies in the data centre."""
+    fixed = {ConsistencyLevel.ANY: 1, ConsistencyLevel.ONE: 1, ConsistencyLevel.LOCAL_ONE: 1,
+             ConsistencyLevel.TWO: 2, ConsistencyLevel.THREE: 3, ConsistencyLevel.ALL: replication}
+    return fixed.get(level, replication // 2 + 1)  # QUORUM, LOCAL_QUORUM, EACH_QUORUM, SERIAL, LOCAL_SERIAL

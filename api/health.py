@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields
 
 from api.db import Statement, get_db
 from api.errors import CASSANDRA_UNAVAILABLE
-from api.migrations import schema_state
+from api.migrations import latest_version, schema_state
 
 blp = Blueprint("health", __name__, description="Liveness and readiness probes")
 
@@ -34,21 +36,45 @@ def healthz():
     return {"status": "alive"}
 
 
+# Keyspace -> the latest version this process saw applied. The ledger only moves forward, so once current
+# it stays current for this code: later checks skip the ledger read.
+_schema_seen: dict[str, str] = {}
+
+
+@functools.cache
+def _code_latest() -> str:
+    """The newest migration this code ships (the cql/ folder does not change under a running process)."""
+    return latest_version()
+
+
 @blp.route("/readyz")
 @blp.response(200, ReadySchema)
-@blp.alt_response(503, schema=ReadySchema, description="Cassandra unreachable or schema not current")
+@blp.alt_response(503, schema=ReadySchema,
+                  description="Cassandra unreachable, too few replicas up for the configured consistency levels, "
+                              "or schema not current")
 def readyz():
-    """Cassandra answers and the schema is at the latest migration; answers within about a second."""
+    """The service can serve at its configured consistency levels: a node answers (a slow or frozen one is
+    asked around after the speculative delay), the nodes up hold enough replicas for the read and write
+    levels, and the schema is at the latest migration. Answers within about a second."""
     db = get_db()
     body = {"keyspace": db.keyspace}
     try:
         body["cassandra_release"] = db.execute(RELEASE_VERSION, timeout=1.0).one().release_version
-        applied, latest = schema_state(db, db.keyspace)
+        latest = _code_latest()
+        if _schema_seen.get(db.keyspace) == latest:
+            applied = latest
+        else:
+            applied, latest = schema_state(db, db.keyspace)
+            if applied == latest:
+                _schema_seen[db.keyspace] = latest
+        shortfall = db.serving_shortfall()
     except CASSANDRA_UNAVAILABLE as exc:
         return {**body, "status": "unavailable", "reason": f"Cassandra unreachable: {type(exc).__name__}"}, 503
     except Exception as exc:  # e.g. keyspace or ledger missing: migrations never ran
         return {**body, "status": "unavailable", "reason": f"schema not readable: {exc}"[:300]}, 503
     body.update(schema_version=applied, schema_latest=latest)
+    if shortfall is not None:
+        return {**body, "status": "unavailable", "reason": shortfall}, 503
     if applied != latest:
         return {**body, "status": "unavailable",
                 "reason": f"schema at {applied or 'nothing'}, latest is {latest}: run `chronicle migrate`"}, 503

@@ -7,11 +7,14 @@ handlers), so archived text can never run as script even if some escaping slippe
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from api.errors import CASSANDRA_UNAVAILABLE
@@ -38,6 +41,47 @@ def secure(response: Response) -> Response:
 
 
 common.after_request(secure)
+
+_ASSET_MAX_AGE = 365 * 24 * 3600
+
+
+@functools.lru_cache(maxsize=256)
+def _asset_version(path: str, mtime_ns: int) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()[:12]
+
+
+def versioned_assets(app: Flask) -> None:
+    """Every `url_for(<blueprint>.static, filename=...)` carries `v=<hash of the file>`, and a request naming the
+    current version is cached for a year (`immutable`): pages revalidated their stylesheets and scripts on every
+    navigation. A changed file gets a new URL; an outdated `v` is served uncached."""
+    def asset_path(endpoint: str, filename: str) -> str | None:
+        blueprint = app.blueprints.get(endpoint.rpartition(".")[0])
+        folder = blueprint.static_folder if blueprint is not None else None
+        path = os.path.join(folder, filename) if folder and filename else None
+        return path if path and os.path.isfile(path) else None
+
+    def version_of(endpoint: str, filename: str) -> str | None:
+        path = asset_path(endpoint, filename)
+        return _asset_version(path, os.stat(path).st_mtime_ns) if path else None
+
+    @app.url_defaults
+    def _add_version(endpoint: str, values: dict[str, Any]) -> None:
+        if endpoint.endswith(".static") and "v" not in values:
+            version = version_of(endpoint, values.get("filename", ""))
+            if version:
+                values["v"] = version
+
+    @app.after_request
+    def _cache_versioned(response: Response) -> Response:
+        endpoint = request.endpoint or ""
+        if (endpoint.endswith(".static") and response.status_code == 200 and request.args.get("v")
+                and request.args.get("v") == version_of(endpoint, (request.view_args or {}).get("filename", ""))):
+            response.cache_control.public = True
+            response.cache_control.max_age = _ASSET_MAX_AGE
+            response.cache_control.immutable = True
+            response.cache_control.no_cache = None
+        return response
 
 
 class PageError(Exception):

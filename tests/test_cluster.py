@@ -68,3 +68,60 @@ def test_quorum_reads_every_row_with_one_node_down(cluster):
             session.execute(strict, (next(iter(rows)),))
     finally:
         admin.close()
+
+
+def test_a_frozen_node_costs_the_speculative_delay_not_the_timeout_and_readiness_holds(cluster, db):
+    """A node paused like a long GC pause (SIGSTOP) keeps its connections open, so the driver thinks it up for
+    seconds. Reads and writes at the default levels go around it after the speculative delay, and /readyz stays
+    ready (too few replicas for the levels is a 503 with the reason: tests/test_service.py)."""
+    import os
+    import signal
+    import time
+
+    from api.app import create_app
+    from api.db import Statement, set_db
+    from api.node.process import read_pid
+
+    node_settings = dataclasses.replace(
+        Settings.from_env(), contact_points=[s.address for s in cluster], cassandra_port=cluster[0].native_port,
+        keyspace="cluster_test", replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=2.0)
+    admin = Database(dataclasses.replace(node_settings, request_timeout=60.0), keyspace="")
+    migrate(admin, node_settings.keyspace, node_settings.replication_map(), log=lambda _m: None)
+    admin.execute_raw("CREATE TABLE IF NOT EXISTS cluster_test.fault_rows (k uuid PRIMARY KEY, v int) "
+                      "WITH comment = 'Q: fault test rows'", timeout=60)
+    admin.close()
+    node_db = Database(node_settings)
+    app = create_app(node_settings, database=node_db)
+    client = app.test_client()
+    insert = Statement("INSERT INTO fault_rows (k, v) VALUES (?, ?)")
+    select = Statement("SELECT v FROM fault_rows WHERE k = ?")
+    rows = {uuid.uuid4(): i for i in range(120)}
+    frozen = read_pid(cluster[2])
+    try:
+        for key, value in rows.items():
+            node_db.execute(insert, (key, value))
+        assert client.get("/readyz").status_code == 200
+        # A running server has prepared its statements (a new one waits on every node) and read its tables: each
+        # coordinator's own speculative retry (the table's 99th percentile) starts at half the 5 s read timeout until
+        # it has latencies, and updates them every 5 s, so a never-read table would wait on the frozen replica.
+        for _ in range(3):
+            for key in rows:
+                node_db.execute(select, (key,))
+        time.sleep(6)
+        os.kill(frozen, signal.SIGSTOP)
+        slowest = 0.0
+        for key, value in rows.items():  # every node holds every row (RF 3): a third go to the frozen node first
+            started = time.monotonic()
+            assert node_db.execute(select, (key,)).one().v == value
+            node_db.execute(insert, (key, value + 1))
+            slowest = max(slowest, time.monotonic() - started)
+        assert slowest < 1.0, f"a read and a write took {slowest:.2f} s with one node frozen (timeout 2 s)"
+        for _ in range(10):
+            started = time.monotonic()
+            response = client.get("/readyz")
+            assert response.status_code == 200, response.get_json()
+            assert time.monotonic() - started < 1.0
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+        node_db.close()
+        set_db(db)  # create_app installed node_db as the process's database

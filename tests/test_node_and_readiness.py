@@ -111,10 +111,12 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
     port = _free_port()
     env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": spare.address, "CHRONICLE_CASSANDRA_PORT": str(spare.native_port),
            "CHRONICLE_KEYSPACE": keyspace, "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": "2",
-           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
-    server = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py",
-                               "api.wsgi:app"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), "HOME": str(tmp_path)}
+    env.pop("XDG_RUNTIME_DIR", None)  # gunicorn's default control socket would then be $HOME/.gunicorn/gunicorn.ctl
+    server_log = tmp_path / "server.log"
+    with server_log.open("wb") as log_file:
+        server = subprocess.Popen([str(Path(sys.executable).with_name("gunicorn")), "-c", "gunicorn.conf.py",
+                                   "api.wsgi:app"], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -158,6 +160,8 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
             time.sleep(0.2)
         assert ready == 6, "the API did not become ready again after the node came back"
         assert server.poll() is None, "the API process must not have restarted"
+        # A second instance on the host (a test, a benchmark) must not take over or delete a control socket.
+        assert not (tmp_path / ".gunicorn").exists()
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -165,6 +169,14 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
             admin = Database(settings, keyspace="")
             admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
             admin.close()
+    # Every line the server wrote is one JSON object with a time and a level: gunicorn's own, the app's
+    # requests, and the driver's (it lost the node and reconnected).
+    lines = server_log.read_text().splitlines()
+    entries = [json.loads(line) for line in lines if line.strip()]
+    assert all("timestamp" in e and "level" in e for e in entries), lines[:5]
+    loggers = {e.get("logger") for e in entries}
+    assert "gunicorn.error" in loggers and any(str(name).startswith("cassandra") for name in loggers), loggers
+    assert any(e.get("event") == "request" and e.get("endpoint") == "/readyz" for e in entries)
 
 
 def _run_cli(args: list[str], env: dict[str, str], cli: list[str] = CLI) -> subprocess.CompletedProcess:

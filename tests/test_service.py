@@ -74,8 +74,10 @@ def test_unexpected_exceptions_are_json_500_and_logged(settings, db, caplog):
     assert body["code"] == 500 and "request id" in body["message"]
     assert "kaboom" not in body["message"], "internals must not leak to clients"
     assert response.headers["X-Request-Id"] == "rid-123"
-    logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert '"request_id": "rid-123"' in logged and "kaboom" in logged
+    entries = _rendered(caplog)
+    failure = next(e for e in entries if e.get("event") == "unhandled_exception")
+    assert failure["request_id"] == "rid-123" and "kaboom" in failure["exception"]
+    assert failure["level"] == "error" and failure["timestamp"].endswith("Z")
 
 
 def test_openapi_document_is_valid_openapi_3(client):
@@ -89,12 +91,19 @@ def test_openapi_document_is_valid_openapi_3(client):
     assert client.get("/docs").status_code == 200
 
 
-def test_request_logs_are_json_with_request_id_latency_and_status(client, caplog):
+def _rendered(caplog) -> list[dict]:
+    """Each captured record as the server writes it: through the one JSON renderer."""
     import json
 
+    from api.observability import json_formatter
+
+    formatter = json_formatter()
+    return [json.loads(formatter.format(r)) for r in caplog.records]
+
+
+def test_request_logs_are_json_with_request_id_latency_and_status(client, caplog):
     client.get("/healthz", headers={"X-Request-Id": "log-check-1"})
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.getMessage().startswith("{")]
-    entry = next(e for e in lines if e.get("request_id") == "log-check-1" and e.get("event") == "request")
+    entry = next(e for e in _rendered(caplog) if e.get("request_id") == "log-check-1" and e.get("event") == "request")
     assert entry["status"] == 200 and entry["path"] == "/healthz"
     assert isinstance(entry["latency_ms"], float)
 
@@ -134,3 +143,125 @@ def test_a_forked_child_builds_its_own_database(db):
     os.waitpid(pid, 0)
     assert answer == b"new"
     assert get_db() is db
+
+
+def test_library_log_lines_are_json_with_time_level_and_logger():
+    """The driver's own lines ("host down", reconnects) come through the same renderer as the app's."""
+    import json
+    import logging
+
+    from api.observability import json_formatter
+
+    record = logging.getLogger("cassandra.cluster").makeRecord(
+        "cassandra.cluster", logging.WARNING, __file__, 1, "Host %s has been marked down", ("127.0.0.3:9142",), None)
+    entry = json.loads(json_formatter().format(record))
+    assert entry["event"] == "Host 127.0.0.3:9142 has been marked down"
+    assert entry["level"] == "warning" and entry["logger"] == "cassandra.cluster"
+    assert entry["timestamp"].endswith("Z")
+
+
+def test_json_answers_keep_the_shapes_of_flasks_encoder(client):
+    """Answers are encoded with orjson; whatever it does not know goes through Flask's own conversions, and a
+    lone surrogate (which orjson refuses) is escaped as Flask would."""
+    import datetime
+    import decimal
+    import json
+    import uuid as uuid_module
+
+    from flask.json.provider import DefaultJSONProvider
+
+    app = client.application
+    reference = DefaultJSONProvider(app)
+    reference.sort_keys = False
+    value = {"when": datetime.datetime(2026, 11, 24, 8, 0, tzinfo=datetime.UTC), "day": datetime.date(2026, 1, 2),
+             "id": uuid_module.UUID("12345678-1234-5678-1234-567812345678"), "amount": decimal.Decimal("1.50"),
+             7: "int key", "text": "héllo ✓", "nested": [{"b": 1, "a": None}], "odd": "x\ud800y"}
+    assert json.loads(app.json.dumps(value)) == json.loads(reference.dumps(value))
+    with app.app_context():
+        response = app.json.response(value)
+    assert response.mimetype == "application/json"
+    assert json.loads(response.get_data()) == json.loads(reference.dumps(value))
+
+
+def test_every_answer_says_its_server_time(client):
+    for path in ("/healthz", "/no/such/path"):
+        timing = client.get(path).headers["Server-Timing"]
+        assert timing.startswith("app;dur=") and float(timing.split("=")[1]) >= 0
+
+
+def test_readyz_is_503_when_too_few_replicas_answer_for_the_configured_levels(settings, db):
+    """Ready means "can serve at the configured consistency": THREE replicas cannot be met by one node."""
+    import dataclasses
+
+    from cassandra import ConsistencyLevel
+
+    strict = dataclasses.replace(settings, write_consistency=ConsistencyLevel.THREE)
+    database = Database(strict)
+    app = create_app(strict, database=database)
+    try:
+        response = app.test_client().get("/readyz")
+        body = response.get_json()
+        assert response.status_code == 503, body
+        assert body["reason"] == "1 of 1 nodes up: writes at THREE need 3 of 1 replicas"
+    finally:
+        database.close()
+        set_db(db)
+
+
+def test_reads_run_at_the_level_the_request_or_the_endpoint_asks(client, db, monkeypatch):
+    """Lookups by key read at LOCAL_QUORUM (a client reading back its own write must not get a 404 from a
+    replica still catching up); listings at the configured LOCAL_ONE; X-Read-Consistency overrides both, and
+    one request's level never leaks into the next on the same thread."""
+    from cassandra import ConsistencyLevel as CL
+
+    levels: list[int] = []
+    real_bind = Database._bind
+
+    def spy(self, statement, params):
+        bound = real_bind(self, statement, params)
+        if statement.cql.startswith("SELECT"):
+            levels.append(bound.consistency_level)
+        return bound
+
+    monkeypatch.setattr(Database, "_bind", spy)
+
+    def read(path: str, **headers: str) -> set[int]:
+        levels.clear()
+        response = client.get(path, headers=headers)
+        assert response.status_code in (200, 404), response.get_json()
+        assert levels, "the endpoint read nothing"
+        return set(levels)
+
+    by_key = "/networks/levels-check/accounts/42"  # unknown: a 404 after its read
+    listing = "/networks/levels-check/accounts/42/followers"
+    assert read(by_key) == {CL.LOCAL_QUORUM}
+    assert read(listing) == {CL.LOCAL_ONE}
+    assert read(listing, **{"X-Read-Consistency": "local_quorum"}) == {CL.LOCAL_QUORUM}
+    assert read(by_key, **{"X-Read-Consistency": "LOCAL_ONE"}) == {CL.LOCAL_ONE}
+    assert read(listing) == {CL.LOCAL_ONE}
+
+    bad = client.get(listing, headers={"X-Read-Consistency": "EVENTUALLY"})
+    assert bad.status_code == 400
+    assert "X-Read-Consistency must be one of" in bad.get_json()["message"]
+
+
+def test_page_assets_carry_their_content_hash_and_are_cached_for_a_year(client):
+    """Pages revalidated their stylesheets and scripts on every navigation: now a URL names the file's content
+    (a changed file gets a new URL), so browsers keep it; an unversioned or outdated URL is not cached."""
+    import hashlib
+    import re
+    from pathlib import Path
+
+    html = client.get("/archive").get_data(as_text=True)
+    assets = re.findall(r'(?:href|src)="(/[^"?]+/static/([^"?]+)\?v=([0-9a-f]+))"', html)
+    assert len(assets) >= 3, html[:500]
+    folders = {"/common/static/": "api/static/common", "/archive/static/": "api/static/viewer"}
+    for url, filename, version in assets:
+        folder = next(f for prefix, f in folders.items() if url.startswith(prefix))
+        content = (Path(__file__).resolve().parents[1] / folder / filename).read_bytes()
+        assert version == hashlib.sha256(content).hexdigest()[:12]
+        cached = client.get(url)
+        assert cached.status_code == 200 and cached.get_data() == content
+        assert cached.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        for other in (url.split("?")[0], url.split("?")[0] + "?v=000000000000"):
+            assert "max-age=31536000" not in client.get(other).headers.get("Cache-Control", "")

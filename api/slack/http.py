@@ -6,17 +6,16 @@ app's own `Settings.slack_events_path` (CHRONICLE_SLACK_EVENTS_PATH, default /sl
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
 from cassandra import DriverException
-from flask import current_app, g, request
+from flask import current_app, request
 from flask_smorest import Blueprint, abort
 
 from api.auth import require_workspace
 from api.config import Settings
-from api.db import get_db
+from api.db import get_db, reads_own_writes
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import sign_cursor, verify_cursor
 from api.slack import channels, events, messages, search, users
@@ -57,7 +56,6 @@ class EventsBlueprint(Blueprint):
 
     def __init__(self) -> None:
         super().__init__("slack_events", __name__, description="Slack live archive: Events API ingest")
-        self.after_request(_server_timing)
 
     def register(self, app: Any, options: dict[str, Any]) -> None:
         settings: Settings = app.config["CHRONICLE_SETTINGS"]
@@ -70,15 +68,6 @@ def blueprints() -> list[Blueprint]:
     from api.slack.reports.http import blp as reports_blp
 
     return [EventsBlueprint(), blp, reports_blp]
-
-
-@blp.after_request
-def _server_timing(response):
-    """Handler time (from the foundation's request start) as Server-Timing: what the benchmarks report."""
-    started = g.get("request_started")
-    if started is not None:
-        response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
-    return response
 
 
 def _settings() -> Settings:
@@ -265,6 +254,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
 @blp.response(200, MessageWithHistorySchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
+@reads_own_writes
 def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     """One message with its edit history (every version of the text with its time, oldest first)."""
     chain = _channel_chain(team_id, channel_id)

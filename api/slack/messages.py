@@ -549,16 +549,19 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     # each time a day turns out to hold fewer rows than asked (a quiet channel), so a page over 50 quiet days
     # costs a few round trips, while a busy channel (one day fills the page) reads one day only.
     tasks = [(day, channel_id) for day in days for channel_id in by_day[day]]
-    first_want = min(limit + 1, 500)  # the page and one more (to know there is a next page)
-    in_flight: dict[tuple[int, str], Any] = {}
-    state = {"next": 0, "depth": 1}
+    in_flight: dict[tuple[int, str], tuple[Any, int]] = {}
+    # `gathered`: visible rows of the page so far (days done and the day at hand). A read sent ahead asks only
+    # for what the page still lacks, and one more (to know there is a next page): pipelining must not decode
+    # whole days the page will not show.
+    state = {"next": 0, "depth": 1, "gathered": 0}
 
     def top_up() -> None:
         while state["next"] < len(tasks) and len(in_flight) < state["depth"]:
             day, channel_id = tasks[state["next"]]
             state["next"] += 1
-            in_flight[(day, channel_id)] = db.execute_async(
-                page_stmt, (team_id, channel_id, day, upper, lower, first_want))
+            want = min(max(limit + 1 - state["gathered"], 1), 500)
+            in_flight[(day, channel_id)] = (
+                db.execute_async(page_stmt, (team_id, channel_id, day, upper, lower, want)), want)
 
     top_up()
     for day in days:
@@ -567,12 +570,14 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
         for channel_id in by_day[day]:
             hi, lo = upper, lower
             visible = 0
-            want = first_want
-            rows = list(in_flight.pop((day, channel_id)).result())
+            future, want = in_flight.pop((day, channel_id))
+            rows = list(future.result())
             while True:
                 scanned += len(rows)
                 day_rows.extend(rows)
-                visible += sum(1 for r in rows if _visible(r, include_deleted))
+                seen = sum(1 for r in rows if _visible(r, include_deleted))
+                visible += seen
+                state["gathered"] += seen
                 if len(rows) < want:
                     state["depth"] = min(state["depth"] * 2, _PIPELINE_DEPTH)
                     break  # this channel's day is exhausted

@@ -10,7 +10,7 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint, abort
 
-from api.db import get_db
+from api.db import get_db, reads_own_writes
 from api.slack.schemas import error_responses
 from api.tagging import access, effort, projects, service
 from api.tagging.projects import Member
@@ -103,6 +103,7 @@ def next_item(project: str):
 @blp.response(200, ItemAnswerSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
+@reads_own_writes
 def item(project: str, seq: int):
     """One item with its state, effort and source (a tagger sees only items they hold or tagged)."""
     member = _member(project)

@@ -214,13 +214,37 @@ def team_page(team_id: str) -> tuple[str, int]:
 
 # -- channel -----------------------------------------------------------------------------------------------------
 
-def _timeline_views(reader: Reader, team_id: str, channel_id: str, page: list[Message], include_deleted: bool,
+def _in_channel(m: Message) -> bool:
+    """Shown in the channel's timeline: thread replies live in their thread's panel (a reply also sent to the
+    channel stays)."""
+    return m.thread_ts is None or m.thread_ts == m.ts or m.subtype == "thread_broadcast"
+
+
+_PAGE_READS = 4  # timeline reads per page at most: a page of a thread-heavy channel may show fewer, with a cursor
+
+
+def _channel_page(db: Any, team_id: str, ids: list[str], *, upper: int = messages.MAX_US,
+                  include_deleted: bool) -> tuple[list[Message], int | None]:
+    """Up to PAGE_SIZE messages the channel shows, newest first, and the next page's exclusive upper bound.
+    The timeline counts thread replies, which the page does not show: it is read on until the page is full."""
+    shown: list[Message] = []
+    nxt: int | None = None
+    for _ in range(_PAGE_READS):
+        page, nxt = messages.timeline(db, team_id, ids, limit=PAGE_SIZE, upper=upper,
+                                      include_deleted=include_deleted)
+        shown.extend(m for m in page if _in_channel(m))
+        if nxt is None or len(shown) >= PAGE_SIZE:
+            break
+        upper = nxt
+    if len(shown) > PAGE_SIZE:
+        shown, nxt = shown[:PAGE_SIZE], shown[PAGE_SIZE - 1].ts
+    return shown, nxt
+
+
+def _timeline_views(reader: Reader, team_id: str, channel_id: str, shown: list[Message], include_deleted: bool,
                     names_map: dict[str, str] | None = None) -> list[views.MessageView]:
-    """A timeline page as the channel shows it: thread replies live in their thread's panel (a reply also sent
-    to the channel stays), each head shows its reply count."""
+    """A page of the channel's own messages (`_channel_page`) as views; each head shows its reply count."""
     db = get_db()
-    shown = [m for m in page if not (m.thread_ts is not None and m.thread_ts != m.ts
-                                     and m.subtype != "thread_broadcast")]
     if names_map is None:
         names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
     return views.message_views(db, team_id, shown, zone=reader.zone, page_channel_id=channel_id,
@@ -235,8 +259,7 @@ def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
     db = get_db()
     include_deleted = _include_deleted()
     meta = channels.metadata(db, team_id, channel_id, chain)
-    page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
-                                  include_deleted=include_deleted)
+    page, nxt = _channel_page(db, team_id, channels.chain_ids(chain, channel_id), include_deleted=include_deleted)
     if meta is None and not page:
         raise PageError(404, "Not found", f"No channel {channel_id} in workspace {team_id}.")
     names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
@@ -263,8 +286,8 @@ def older_fragment(team_id: str, channel_id: str) -> tuple[str, int]:
         raise PageError(400, "Bad request", "cursor is required")
     scope = slack_http.timeline_scope(team_id, channel_id, include_deleted=include_deleted)
     upper = _position(cursor, scope)
-    page, nxt = messages.timeline(get_db(), team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
-                                  upper=upper, include_deleted=include_deleted)
+    page, nxt = _channel_page(get_db(), team_id, channels.chain_ids(chain, channel_id), upper=upper,
+                              include_deleted=include_deleted)
     shown = _timeline_views(reader, team_id, channel_id, page, include_deleted)
     return render_template("viewer/older.html", groups=views.with_days(shown),
                            next_cursor=_sign({"p": nxt}, scope) if nxt is not None else None), 200

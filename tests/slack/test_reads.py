@@ -314,13 +314,13 @@ def test_openapi_states_the_slack_input_rules(client):
                         (f"{base}/threads/{{thread_ts}}", ("team_id", "channel_id", "thread_ts")),
                         ("/slack/teams/{team_id}/channels", ("team_id",))):
         declared = {p["name"]: p for p in spec["paths"][path].get("parameters", [])
-                    + spec["paths"][path]["get"].get("parameters", []) if p["in"] == "path"}
+                    + spec["paths"][path]["get"].get("parameters", []) if p.get("in") == "path"}
         for name in names:
             pattern = TS_PATTERN if name.endswith("ts") else ID_PATTERN
             assert declared[name]["schema"]["pattern"] == pattern, (path, name)
             assert declared[name]["required"] is True
     timeline_op = spec["paths"][f"{base}/messages"]["get"]
-    query = {p["name"]: p["schema"] for p in timeline_op["parameters"] if p["in"] == "query"}
+    query = {p["name"]: p["schema"] for p in timeline_op["parameters"] if p.get("in") == "query"}
     assert query["before"]["pattern"] == query["after"]["pattern"] == TS_PATTERN
     assert query["cursor"]["maxLength"] == 2048 and query["cursor"]["pattern"]
     for op in (timeline_op, spec["paths"][f"{base}/threads/{{thread_ts}}"]["get"]):
