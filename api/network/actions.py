@@ -25,7 +25,18 @@ from typing import Any
 
 from api.activity import dirty
 from api.db import Database
-from api.network import accounts, activity_log, jobs, likes, posts, rankings, relations, search, timelines
+from api.network import (
+    accounts,
+    activity_log,
+    jobs,
+    likes,
+    post_requests,
+    posts,
+    rankings,
+    relations,
+    search,
+    timelines,
+)
 from api.network.common import heaviest, new_post_id, to_utc
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
@@ -46,19 +57,68 @@ def create_post(db: Database, network: str, author: Account, content: str, *,
                 ns: NetworkSettings | None = None) -> tuple[Post, int]:
     """Q5: write a post, index it, then fan it out to its author's followers' home caches. Returns (post,
     caches written). A post dated more than a few minutes ahead is refused (FuturePost): caches rely on it."""
+    post = Post(post_id=post_id or new_post_id(), author_id=author.account_id, posted_at=_post_time(posted_at),
+                author_username=author.username, content=content, language=language, country=country,
+                latitude=latitude, longitude=longitude)
+    return post, _write_post(db, network, post, ns)
+
+
+class KeyReused(ValueError):
+    """An Idempotency-Key that this author already used for a different post."""
+
+
+def create_post_once(db: Database, network: str, author: Account, content: str, key: str, *,
+                     posted_at: datetime | None = None, language: str | None = None, country: str | None = None,
+                     latitude: float | None = None, longitude: float | None = None,
+                     ns: NetworkSettings | None = None) -> tuple[Post, int, bool]:
+    """Q5 for a client that retries: the first request with this (author, key) writes the post; a retry writes
+    the same post again until one request has finished, then answers what it answered, so no retry creates a
+    second post. Returns (post, caches written, whether this answer replays an earlier request's); every answer
+    shows the post as created (no likes yet), as the first answered."""
+    fields = {"content": content, "posted_at": posted_at, "language": language, "country": country,
+              "latitude": latitude, "longitude": longitude}
+    digest = post_requests.request_digest(fields)
+    claimed = post_requests.claim(db, network, author.account_id, key, digest, new_post_id(),
+                                  _post_time(posted_at))
+    if claimed.request_digest != digest:
+        raise KeyReused(f"Idempotency-Key {key!r} was used for a different post by account {author.account_id}")
+    post = Post(post_id=claimed.post_id, author_id=author.account_id, posted_at=claimed.posted_at,
+                author_username=author.username, content=content, language=language, country=country,
+                latitude=latitude, longitude=longitude)
+    if claimed.fanned_out_to is not None:
+        return post, claimed.fanned_out_to, True
+    written = post
+    if not claimed.first:  # the first request died part way (or is still writing): write the same post again
+        written = post.with_likes(likes.count(db, network, post.post_id))  # likes it got meanwhile stay published
+    fanned = _write_post(db, network, written, ns, again=not claimed.first)
+    post_requests.finish(db, network, author.account_id, key, claimed, fanned)
+    return post, fanned, not claimed.first
+
+
+def _post_time(posted_at: datetime | None) -> datetime:
     now = datetime.now(UTC)
     when = to_utc(posted_at or now).replace(microsecond=0)  # whole seconds: the answer equals the stored post
     if when > now + FUTURE_SLACK:
         raise FuturePost(f"posted_at {when.isoformat()} is in the future")
-    post = Post(post_id=post_id or new_post_id(), author_id=author.account_id, posted_at=when,
-                author_username=author.username, content=content, language=language, country=country,
-                latitude=latitude, longitude=longitude)
+    return when
+
+
+def _write_post(db: Database, network: str, post: Post, ns: NetworkSettings | None, *, again: bool = False) -> int:
+    """Every write of a new post: the post's rows, its author's activity day, its postings, then the fan-out.
+    Returns the caches written. Writing a post `again` (a retried request) repeats only upserts: postings go to
+    the buckets the post already records, and the term counters, which are not idempotent, are not moved twice
+    (a retry racing its still-running first request may count a term once more, which only shifts a bucket:
+    searches drop a post found twice)."""
     db.execute_many(posts.post_writes(network, post))
     _mark_active(db, network, [(post.author_id, _us(post.posted_at))])
-    buckets, grown = search.index_post(db, network, post)
-    db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)]
-                    + [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term)])
-    return post, fan_out(db, network, post, ns=ns)
+    indexed = posts.written_term_buckets(db, network, post.post_id) if again else {}
+    if indexed:
+        db.execute_many(search.posting_writes(network, post, indexed))
+    else:
+        buckets, grown = search.index_post(db, network, post)
+        db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)]
+                        + [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term)])
+    return fan_out(db, network, post, ns=ns)
 
 
 def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | None = None) -> int:
@@ -327,7 +387,8 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
         state = timelines.write_build(db, ns, network, account_id, newest, complete)
         rows, rebuilt = newest, True
     else:
-        rows = _read_cache(db, network, account_id, state, needed, skip)
+        rows = _read_cache(db, network, account_id, state, needed, skip, keys_only=order == "likes")
+    slim = order == "likes" and not rebuilt  # cached posts without their text: read for the page only
     valid = _valid_rows(rows, state, skip)
     head = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))[:needed + _SLACK]
     if len(head) >= needed and not rebuilt:
@@ -341,7 +402,7 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
         newest, complete, _n = _newest_followed(db, ns, network, account_id)
         state = timelines.write_build(db, ns, network, account_id, newest, complete)
-        rebuilt = True
+        rebuilt, slim = True, False
         merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
         current = posts.like_counts(db, network, (p.post_id for p in newest))
         window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
@@ -349,6 +410,12 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))
     if order == "likes":
         page = heapq.nsmallest(ns.page_size, window, key=lambda p: (-p.like_count, -p.post_id))
+        if slim:
+            bare = {p.post_id for p in page if p.author_id not in celebrities}
+            full = posts.posts_by_ids(db, network, bare)
+            # Ranked by the count read above (a like since then shows on the next read).
+            page = [full[p.post_id].with_likes(p.like_count) if p.post_id in bare else p
+                    for p in page if p.post_id not in bare or p.post_id in full]
     else:
         page = window[:ns.page_size]
     return {"account": account, "order": order, "posts": page, "cache_rebuilt": rebuilt,
@@ -356,12 +423,12 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
 
 
 def _read_cache(db: Database, network: str, account_id: int, state: CacheState, needed: int,
-                skip: set[int]) -> list[Post]:
+                skip: set[int], *, keys_only: bool = False) -> list[Post]:
     def enough(rows: list[Post], newest_unread: datetime | None) -> bool:
         valid = sorted((p.posted_at for p in _valid_rows(rows, state, skip)), reverse=True)
         want = needed + _SLACK
         return len(valid) >= want and newest_unread is not None and valid[want - 1] > newest_unread
-    return timelines.read(db, network, account_id, state, needed + _SLACK, enough)
+    return timelines.read(db, network, account_id, state, needed + _SLACK, enough, keys_only=keys_only)
 
 
 def _valid_rows(rows: list[Post], state: CacheState, skip: set[int]) -> list[Post]:

@@ -14,7 +14,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint, abort
 
 from api.auth import require_admin
-from api.db import get_db
+from api.db import get_db, reads_own_writes
 from api.network import accounts, actions, posts, rankings, relations, search
 from api.network.common import valid_network_name
 from api.network.relations import FOLLOWER, FOLLOWS
@@ -32,6 +32,7 @@ from api.network.schemas import (
     LikeResultSchema,
     NewPostSchema,
     PageArgs,
+    PostRequestHeadersSchema,
     PostSchema,
     PostsPageSchema,
     RelationArgs,
@@ -92,6 +93,7 @@ def _post(network: str, post_id: int) -> Post:
 @blp.route(f"/<network>/accounts/<{ID}:account_id>")
 @blp.response(200, AccountSchema)
 @blp.alt_response(404, description="unknown account")
+@reads_own_writes
 def get_account(network: str, account_id: int):
     """An account with its follower and follows counts."""
     return _account(network, account_id)
@@ -201,26 +203,36 @@ class Follow(MethodView):
 # -- posts (Q5), likes -----------------------------------------------------------------------------------------
 @blp.route("/<network>/posts", methods=["POST"])
 @blp.arguments(NewPostSchema)
-@blp.response(201, CreatedPostSchema)
+@blp.arguments(PostRequestHeadersSchema, location="headers", as_kwargs=True)
+@blp.response(201, CreatedPostSchema, headers={"Idempotent-Replayed": {
+    "description": "`true` when this answer is the post an earlier request with the same Idempotency-Key made",
+    "schema": {"type": "string", "enum": ["true"]}}})
 @blp.alt_response(404, description="unknown author")
-@blp.alt_response(422, description="invalid post, or dated more than 5 minutes in the future")
+@blp.alt_response(422, description="invalid post, dated more than 5 minutes in the future, or an "
+                                   "Idempotency-Key the author used for a different post")
 @blp.doc(**_ADMIN_DOC)
-def create_post(body: dict, network: str):
+def create_post(body: dict, network: str, idempotency_key: str | None):
     """Q5: write a post and fan it out to the home caches of its author's followers (admin)."""
     _admin()
     fields = dict(body)
     author = _account(network, fields.pop("author_id"))
+    db = get_db()
     try:
-        post, fanned = actions.create_post(get_db(), network, author, fields.pop("content"), **fields)
-    except actions.FuturePost as exc:
+        if idempotency_key is None:
+            post, fanned = actions.create_post(db, network, author, fields.pop("content"), **fields)
+            return {"post": post, "fanned_out_to": fanned}
+        post, fanned, replayed = actions.create_post_once(db, network, author, fields.pop("content"),
+                                                          idempotency_key, **fields)
+    except (actions.FuturePost, actions.KeyReused) as exc:
         abort(422, message=str(exc))
-    return {"post": post, "fanned_out_to": fanned}
+    return {"post": post, "fanned_out_to": fanned}, {"Idempotent-Replayed": "true"} if replayed else {}
 
 
 @blp.route(f"/<network>/posts/<{ID}:post_id>")
 class OnePost(MethodView):
     @blp.response(200, PostSchema)
     @blp.alt_response(404, description="unknown post")
+    @reads_own_writes
     def get(self, network: str, post_id: int):
         """One post."""
         return _post(network, post_id)
@@ -228,6 +240,7 @@ class OnePost(MethodView):
     @blp.response(200, DeletedSchema)
     @blp.alt_response(404, description="unknown post")
     @blp.doc(**_ADMIN_DOC)
+    @reads_own_writes
     def delete(self, network: str, post_id: int):
         """Delete a post: it leaves every home timeline, the search index and the likes (admin)."""
         _admin()
@@ -250,6 +263,7 @@ class Like(MethodView):
     @blp.response(200, LikeResultSchema)
     @blp.alt_response(404, description="unknown post or account")
     @blp.doc(**_ADMIN_DOC)
+    @reads_own_writes
     def put(self, network: str, post_id: int, user_id: int):
         """`user_id` likes the post."""
         count = actions.like(get_db(), network, self._post_and_user(network, post_id, user_id), user_id)
@@ -258,6 +272,7 @@ class Like(MethodView):
     @blp.response(200, LikeResultSchema)
     @blp.alt_response(404, description="unknown post or account")
     @blp.doc(**_ADMIN_DOC)
+    @reads_own_writes
     def delete(self, network: str, post_id: int, user_id: int):
         """`user_id` no longer likes the post."""
         count = actions.unlike(get_db(), network, self._post_and_user(network, post_id, user_id), user_id)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
+from cassandra import ConsistencyLevel
 from cassandra.cluster import ResponseFuture
 
 from api import partitions
@@ -32,11 +34,17 @@ PUT_POST_BY_ID = Statement(
     ":country, :latitude, :longitude, :like_count, :share_count)")
 GET_POST = Statement(
     f"SELECT post_id, author_id, posted_at, {_POST_COLS} FROM posts_by_id WHERE network = ? AND post_id = ?")
+GET_POSTS = Statement(
+    f"SELECT post_id, author_id, posted_at, {_POST_COLS} FROM posts_by_id WHERE network = ? AND post_id IN ?",
+    name="SELECT posts_by_id (some)")
 LIKES_OF_POSTS = Statement(
     "SELECT post_id, author_id, like_count FROM posts_by_id WHERE network = ? AND post_id IN ?",
     name="SELECT posts_by_id (like counts)")
 GET_TERM_BUCKETS = Statement("SELECT term_buckets FROM posts_by_id WHERE network = ? AND post_id = ?",
                              name="SELECT posts_by_id (term buckets)")
+GET_TERM_BUCKETS_WRITTEN = Statement(  # by a retried request, after its first attempt wrote them at LOCAL_QUORUM
+    "SELECT term_buckets FROM posts_by_id WHERE network = ? AND post_id = ?",
+    name="SELECT posts_by_id (term buckets written)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 SET_TERM_BUCKETS = Statement("UPDATE posts_by_id SET term_buckets = ? WHERE network = ? AND post_id = ?")
 DELETE_POST_BY_ID = Statement("DELETE FROM posts_by_id WHERE network = ? AND post_id = ?")
 DELETE_POST_BY_AUTHOR = Statement(
@@ -84,10 +92,23 @@ def start_get_post(db: Database, network: str, post_id: int) -> ResponseFuture:
 
 def get_post(db: Database, network: str, post_id: int) -> Post | None:
     row = start_get_post(db, network, post_id).result().one()
-    return Post.from_row(row) if row is not None else None
+    return Post.from_row(row) if _is_post(row) else None
+
+
+def _is_post(row: Any) -> bool:
+    """A whole post row. A like publishes its count with an UPDATE, which on a replica that missed the post's
+    insert (down when it was written, not yet repaired) makes a row holding only `like_count`: no post."""
+    return row is not None and row.author_id is not None and row.posted_at is not None
 
 
 _IN_CHUNK = 100  # post ids per IN read: the coordinator reads them in parallel, one round trip each chunk
+
+
+def posts_by_ids(db: Database, network: str, post_ids: Iterable[int]) -> dict[int, Post]:
+    """The posts that exist among these ids (at most a page's worth: one IN read per 100)."""
+    ids = list(dict.fromkeys(post_ids))
+    futures = [db.execute_async(GET_POSTS, (network, ids[i:i + _IN_CHUNK])) for i in range(0, len(ids), _IN_CHUNK)]
+    return {r.post_id: Post.from_row(r) for f in futures for r in f.result() if _is_post(r)}
 
 
 def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int, int]:
@@ -102,6 +123,11 @@ def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int
 def term_buckets(db: Database, network: str, post_id: int) -> dict[str, int]:
     """term -> posting bucket of a post (where a like finds its postings)."""
     return term_buckets_from(start_term_buckets(db, network, post_id))
+
+
+def written_term_buckets(db: Database, network: str, post_id: int) -> dict[str, int]:
+    """term -> posting bucket, as an earlier request wrote them (read at LOCAL_QUORUM, which sees that write)."""
+    return term_buckets_from(db.execute_async(GET_TERM_BUCKETS_WRITTEN, (network, post_id)))
 
 
 def start_term_buckets(db: Database, network: str, post_id: int) -> ResponseFuture:

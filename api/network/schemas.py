@@ -6,7 +6,7 @@ import re
 from datetime import UTC
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from api.network import search
 
@@ -88,6 +88,22 @@ class NewPostSchema(Schema):
     country = fields.String(load_default=None, validate=validate.Length(max=64))
     latitude = fields.Float(load_default=None, validate=validate.Range(-90, 90))
     longitude = fields.Float(load_default=None, validate=validate.Range(-180, 180))
+
+
+class PostRequestHeadersSchema(Schema):
+    """Headers of Q5 (other headers pass through)."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    idempotency_key = fields.String(
+        data_key="Idempotency-Key", load_default=None,
+        validate=[validate.Length(1, 255), validate.Regexp(r"^[\x21-\x7e]+$", error="visible ASCII, no spaces")],
+        metadata={"description": "a key the client makes up for this post (e.g. a UUID) and sends again on "
+                                 "every retry: the first request writes the post, a retry writes that same post "
+                                 "again or answers what the first answered (header Idempotent-Replayed), for "
+                                 "24 hours. Without it, a retry after a lost answer may store the post twice. "
+                                 "A key the author used for a different post: 422."})
 
 
 class CreatedPostSchema(Schema):

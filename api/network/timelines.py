@@ -37,6 +37,9 @@ PUT_ROW = Statement(
 READ_BUCKET = Statement(
     "SELECT posted_at, post_id, author_id, author_username, original_author, content, language, share_count "
     "FROM home_timeline_buckets WHERE network = ? AND account_id = ? AND bucket = ? LIMIT ?")
+READ_BUCKET_KEYS = Statement(
+    "SELECT posted_at, post_id, author_id FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
+    "AND bucket = ? LIMIT ?", name="SELECT home_timeline_buckets (keys)")
 GET_STATE = Statement(
     "SELECT built_at, cutoff, complete FROM home_cache_state WHERE network = ? AND account_id = ?")
 GET_STATE_FRESH = Statement(
@@ -149,20 +152,25 @@ def excluded_from(future) -> set[int]:
 
 
 def read(db: Database, network: str, account_id: int, state: CacheState, limit: int,
-         enough: Callable[[list[Post], datetime | None], bool]) -> list[Post]:
+         enough: Callable[[list[Post], datetime | None], bool], *, keys_only: bool = False) -> list[Post]:
     """Cached rows, newest buckets first, `limit` per bucket: the build bucket and the hour buckets since the
     build, in rounds of growing size, until `enough(rows, newest_unread)` (newest_unread: the newest post time
-    an unread bucket may hold; None when every bucket has been read)."""
+    an unread bucket may hold; None when every bucket has been read). `keys_only`: posts with only their id,
+    author and time (a page by likes ranks 800 of them and shows 25: their text is read for those only)."""
     hours = list(range(hour_bucket(datetime.now(UTC)), hour_bucket(state.built_at) - 1, -1))
-    futures = [db.execute_async(READ_BUCKET, (network, account_id, state.build_bucket, limit))]
+    statement = READ_BUCKET_KEYS if keys_only else READ_BUCKET
+    futures = [db.execute_async(statement, (network, account_id, state.build_bucket, limit))]
     rows: list[Post] = []
     i, step = 0, 3
     while True:
         chunk = hours[i:i + step]
         i += len(chunk)
-        futures += [db.execute_async(READ_BUCKET, (network, account_id, h, limit)) for h in chunk]
+        futures += [db.execute_async(statement, (network, account_id, h, limit)) for h in chunk]
         for f in futures:
-            rows.extend(Post.from_row(r) for r in f.result())
+            if keys_only:
+                rows.extend(Post(r.post_id, r.author_id, to_utc(r.posted_at)) for r in f.result())
+            else:
+                rows.extend(Post.from_row(r) for r in f.result())
         futures = []
         newest_unread = (datetime.fromtimestamp((hours[i] + 1) * 3600, UTC) + FUTURE_SLACK
                          if i < len(hours) else None)

@@ -81,3 +81,20 @@ def test_search_shows_current_like_counts_and_never_deleted_posts(client, db, us
     assert client.get(f"/networks/{NETWORK}/search?q=zebrafinch").get_json()["posts"] == []
     assert client.get(f"/networks/{NETWORK}/search?q=zebrafinch+sighting").get_json()["posts"] == []
     json.dumps(found)  # the answer stays JSON-serialisable
+
+
+def test_a_row_holding_only_a_like_count_is_no_post(client, db, users):
+    """A like publishes its count with an UPDATE: on a replica that missed the post's insert (down when it was
+    written) that makes a row with nothing but `like_count`. A fault run saw it answer 500s (a post without a
+    time); it is no post: 404 on every route that reads a post by id, and no Q4 page shows it."""
+    ghost = 7_777_000_123
+    db.execute(posts.SET_LIKES_BY_ID, (int(time.time() * 1e6), 3, NETWORK, ghost))
+    assert posts.get_post(db, NETWORK, ghost) is None
+    assert ghost not in posts.posts_by_ids(db, NETWORK, [ghost])
+    for method, path in (("GET", f"/networks/{NETWORK}/posts/{ghost}"),
+                         ("PUT", f"/networks/{NETWORK}/posts/{ghost}/likes/{users[1]}"),
+                         ("DELETE", f"/networks/{NETWORK}/posts/{ghost}/likes/{users[1]}"),
+                         ("DELETE", f"/networks/{NETWORK}/posts/{ghost}")):
+        response = client.open(path, method=method, headers=ADMIN)
+        assert response.status_code == 404, (method, path, response.get_json())
+        assert str(ghost) in response.get_json()["message"]
