@@ -7,7 +7,8 @@
   since an offset taken before the measured phase;
 - `largest_partitions`: each table's largest partition as the node itself reports it (nodetool over JMX, and
   Cassandra's `sstablepartitions` over the node's SSTable files);
-- `write_result`: one JSON object under `bench/results/<name>-<UTC timestamp>.json`, also printed.
+- `write_result`: one JSON object under `bench/results/<name>-<UTC timestamp>.json`, also printed;
+- `served`: gunicorn (the project's gunicorn.conf.py) serving the app on a bench keyspace, on a free port.
 
 Rows vs cells: nodetool in Cassandra 5.0 has no rows-per-partition figure. `tablehistograms` reports a
 "Cell Count" per partition, which counts the cells of regular (non-key) columns: a row of a table whose columns
@@ -27,16 +28,20 @@ from __future__ import annotations
 import array
 import contextlib
 import dataclasses
+import http.client
 import json
 import math
 import multiprocessing
+import os
 import re
 import secrets
+import socket
+import subprocess
 import sys
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -52,6 +57,7 @@ from api.node.tools import keyspace_data_dir, nodetool, sstable_partitions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
+BIN = Path(sys.executable).parent
 
 # Cassandra's own limits (cassandra.yaml defaults): a read warns at 1,000 tombstones and fails at 100,000.
 TOMBSTONE_WARN = 1_000
@@ -511,3 +517,97 @@ def write_result(name: str, obj: Mapping[str, Any], *, directory: Path = RESULTS
     print(text, flush=True)
     sys.stdout.flush()
     return path
+
+
+# ------------------------------------------------------------------------------------------------ gunicorn
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclasses.dataclass
+class Served:
+    """What `served` started: gunicorn's port and master process, and the processes started beside it (by name)."""
+
+    port: int
+    master: subprocess.Popen
+    beside: dict[str, subprocess.Popen]
+
+
+def _ready(port: int) -> bool:
+    """Whether /readyz answers 200 now."""
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/readyz")
+            response = conn.getresponse()
+            response.read()
+            return response.status == 200
+        finally:
+            conn.close()
+    return False
+
+
+def _stop(procs: Iterable[subprocess.Popen]) -> None:
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def served(settings: Settings, logs: Path, *, workers: int = 3, threads: int = 8,
+           env: Mapping[str, str] | None = None, app: str = "api.wsgi:app", app_log: str | None = None,
+           beside: Mapping[str, Sequence[str]] | None = None, ready_timeout: float = 60.0) -> Iterator[Served]:
+    """gunicorn with the project's gunicorn.conf.py serving `app` on the node and keyspace of `settings`, on a free
+    loopback port, `workers` x `threads`; stopped on exit.
+
+    - `env`: values over the defaults set here (CHRONICLE_LOG_LEVEL=WARNING, no access log, no background
+      workers, no control socket, Prometheus' directory under `logs`): tokens, CHRONICLE_LOG_LEVEL=INFO with an
+      access log file to measure the production defaults, ...;
+    - `app_log`: a file under `logs` for gunicorn's stdout (the app's request log) apart from its stderr
+      (gunicorn.log); by default both go to gunicorn.log;
+    - `beside`: name -> command started with the same environment (e.g. `chronicle tagging worker`), its output
+      in `logs/<name>.log`, stopped before gunicorn.
+    Ready when /readyz answered 200 2 x `workers` times in a row (by then every worker has likely connected).
+    """
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "metrics").mkdir(exist_ok=True)
+    port = free_port()
+    full_env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": ",".join(settings.contact_points),
+                "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_KEYSPACE": settings.keyspace,
+                "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": str(workers),
+                "CHRONICLE_THREADS": str(threads), "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "",
+                "CHRONICLE_BACKGROUND_WORKERS": "0", "PROMETHEUS_MULTIPROC_DIR": str(logs / "metrics"),
+                "CHRONICLE_CONTROL_SOCKET": "", "PYTHONPATH": str(ROOT), **(env or {})}
+    with contextlib.ExitStack() as files:
+        err = files.enter_context((logs / "gunicorn.log").open("ab"))
+        out = files.enter_context((logs / app_log).open("ab")) if app_log else err
+        master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", app], cwd=ROOT, env=full_env,
+                                  stdout=out, stderr=err)
+    started: dict[str, subprocess.Popen] = {}
+    try:
+        for name, command in (beside or {}).items():
+            with (logs / f"{name}.log").open("ab") as sink:
+                started[name] = subprocess.Popen(list(command), cwd=ROOT, env=full_env, stdout=sink,
+                                                 stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + ready_timeout
+        streak = 0
+        while streak < 2 * workers:
+            streak = streak + 1 if _ready(port) else 0
+            if time.monotonic() > deadline or master.poll() is not None:
+                raise RuntimeError(f"gunicorn did not become ready; see {logs / 'gunicorn.log'}")
+            time.sleep(0.2)
+        yield Served(port, master, started)
+    finally:
+        _stop([*started.values(), master])

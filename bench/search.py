@@ -95,11 +95,10 @@ from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
 from api.slack.timeutil import ts_to_us, us_to_ts
 from bench.activity import _settle
-from bench.scale_common import _percentile, local_node, scratch_keyspace, scratch_settings, write_result
-from bench.tagging import _free_port, _get, cpu_seconds
+from bench.scale_common import _percentile, local_node, scratch_keyspace, scratch_settings, served, write_result
+from bench.tagging import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 TEAM = "TSRCHBENCH"
 TOKEN = "bench-search-token"
 FIRST_DATE = date(2025, 1, 1)
@@ -734,43 +733,6 @@ def timed(items: list[Any], call: Callable[[Any], float | None], concurrency: in
     return out
 
 
-@contextlib.contextmanager
-def served(keyspace: str, settings: Settings, workers: int, threads: int, logs: Path) -> Iterator[int]:
-    """gunicorn on the bench keyspace, as deployed (gunicorn.conf.py); yields its port."""
-    port = _free_port()
-    env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": ",".join(settings.contact_points),
-           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_KEYSPACE": keyspace,
-           "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": str(workers),
-           "CHRONICLE_THREADS": str(threads), "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "",
-           "CHRONICLE_API_TOKENS": json.dumps({TOKEN: {"workspaces": [TEAM], "private": False}}),
-           "CHRONICLE_BACKGROUND_WORKERS": "0", "PROMETHEUS_MULTIPROC_DIR": str(logs / "metrics"),
-           "PYTHONPATH": str(ROOT)}
-    (logs / "metrics").mkdir(parents=True, exist_ok=True)
-    with (logs / "gunicorn.log").open("ab") as sink:
-        master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "api.wsgi:app"], cwd=ROOT,
-                                  env=env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 2 * workers:
-            try:
-                ready = ready + 1 if _get(port, "/readyz")[0] == 200 else 0
-            except OSError:
-                ready = 0
-            if time.monotonic() > deadline or master.poll() is not None:
-                raise RuntimeError(f"gunicorn did not become ready; see {logs / 'gunicorn.log'}")
-            time.sleep(0.2)
-        yield port
-    finally:
-        if master.poll() is None:
-            master.terminate()
-        try:
-            master.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
-
-
 def _answer_ids(body: dict[str, Any]) -> list[tuple[int, str]]:
     return [(ts_to_us(m["ts"]), m["channel_id"]) for m in body.get("messages", [])]
 
@@ -1082,7 +1044,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         classes = {name: qs for name, qs in classes.items() if qs}
         logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-search-{os.getpid()}"
         logs.mkdir(parents=True, exist_ok=True)
-        with served(args.keyspace, settings, args.gunicorn_workers, args.gunicorn_threads, logs) as port:
+        env = {"CHRONICLE_API_TOKENS": json.dumps({TOKEN: {"workspaces": [TEAM], "private": False}})}
+        with served(settings, logs, workers=args.gunicorn_workers, threads=args.gunicorn_threads, env=env) as srv:
+            port = srv.port
             result["latency_http"], pages = bench_http(port, classes, args.requests)
             result["correctness"] = {"timed": check_timed_pages(classes, pages, model),
                                      "bounded": check_bounded(port, world, bounded)}

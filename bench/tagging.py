@@ -38,13 +38,11 @@ and one JSON object on stdout, written under bench/results/ (bench/scale_common.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
 import multiprocessing
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,10 +60,8 @@ from api.network.values import Post
 from api.node.process import read_pid
 from api.observability import configure_logging
 from api.tagging import service, worker
-from bench.scale_common import _percentile, local_node, scratch_keyspace, write_result
+from bench.scale_common import BIN, _percentile, local_node, scratch_keyspace, served, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 CATEGORIES = ["news", "opinion", "question", "announcement", "other"]
 SUBCATEGORIES = ["positive", "negative", "neutral", "sarcastic"]
 KEYWORDS = ["cassandra", "compaction", "tombstones", "gossip", "repair", "lwt", "paxos", "hints", "sstable",
@@ -107,55 +103,6 @@ def make_project(db: Database, project: str, network: str, authors: list[int], *
                                   teams={n: quota for n in names})
     tokens = [service.add_member(db, project, f"tagger{i:03d}", names[i % teams], "tagger") for i in range(taggers)]
     return made.total_items, tokens
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def served(db: Database, args: argparse.Namespace, logs: Path) -> Iterator[tuple[int, subprocess.Popen,
-                                                                                 subprocess.Popen]]:
-    """gunicorn and `chronicle tagging worker` on the scratch keyspace: (port, master, tagging worker)."""
-    settings = db.settings
-    port = _free_port()
-    env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": ",".join(settings.contact_points),
-           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_KEYSPACE": db.keyspace,
-           "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": str(args.workers),
-           "CHRONICLE_THREADS": str(args.threads), "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "",
-           "CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN, "CHRONICLE_BACKGROUND_WORKERS": "0",
-           "CHRONICLE_TAGGING_TICK": str(args.tick), "PROMETHEUS_MULTIPROC_DIR": str(logs / "metrics"),
-           "PYTHONPATH": str(ROOT)}
-    with (logs / "gunicorn.log").open("ab") as out:
-        master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "api.wsgi:app"], cwd=ROOT,
-                                  env=env, stdout=out, stderr=subprocess.STDOUT)
-    with (logs / "tagging-worker.log").open("ab") as out:
-        tagger_worker = subprocess.Popen([str(BIN / "chronicle"), "tagging", "worker"], cwd=ROOT, env=env,
-                                         stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 2 * args.workers:
-            try:
-                ready = ready + 1 if _get(port, "/readyz")[0] == 200 else 0
-            except OSError:
-                ready = 0
-            if time.monotonic() > deadline or master.poll() is not None:
-                raise RuntimeError(f"gunicorn did not become ready; see {logs / 'gunicorn.log'}")
-            time.sleep(0.2)
-        yield port, master, tagger_worker
-    finally:
-        for proc in (tagger_worker, master):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in (tagger_worker, master):
-            try:
-                proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def _get(port: int, path: str, token: str | None = None) -> tuple[int, Any]:
@@ -362,8 +309,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                            "seconds": round(time.perf_counter() - t0, 1)}
         _note("setup", result["setup"])
         logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-{os.getpid()}"
-        (logs / "metrics").mkdir(parents=True, exist_ok=True)
-        with served(db, args, logs) as (port, master, tagging_worker):
+        env = {"CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN, "CHRONICLE_TAGGING_TICK": str(args.tick)}
+        with served(db.settings, logs, workers=args.workers, threads=args.threads, env=env,
+                    beside={"tagging-worker": [str(BIN / "chronicle"), "tagging", "worker"]}) as srv:
+            port, master, tagging_worker = srv.port, srv.master, srv.beside["tagging-worker"]
             time.sleep(3)  # the worker's first pass fills the queue
             pids = {"cassandra": [read_pid(node) or 0], "gunicorn workers": _children(master.pid),
                     "tagging worker": [tagging_worker.pid]}

@@ -83,7 +83,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -96,8 +95,8 @@ from api.migrations import migrate
 from api.node.process import read_pid
 from api.observability import configure_logging
 from api.slack import channels, ingest, payloads, users
-from bench.scale_common import _percentile, local_node, scratch_settings, write_result
-from bench.tagging import _children, _free_port, cpu_seconds
+from bench.scale_common import _percentile, local_node, scratch_settings, served, write_result
+from bench.tagging import _children, cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -398,50 +397,6 @@ def older_cursors(port: int, cookie: str, page_path: str, limit: int) -> list[st
 
 
 # ------------------------------------------------------------------------------------------------ gunicorn
-
-@contextlib.contextmanager
-def served(keyspace: str, args: argparse.Namespace, logs: Path) -> Iterator[tuple[int, subprocess.Popen]]:
-    """gunicorn with the project's gunicorn.conf.py on the bench keyspace; (port, master)."""
-    node = local_node()
-    port = _free_port()
-    env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": node.address, "CHRONICLE_CASSANDRA_PORT": str(node.native_port),
-           "CHRONICLE_KEYSPACE": keyspace, "CHRONICLE_BIND": f"127.0.0.1:{port}",
-           "CHRONICLE_WORKERS": str(args.workers), "CHRONICLE_THREADS": str(args.threads),
-           "CHRONICLE_API_TOKENS": json.dumps({TOKEN: {"workspaces": [TEAM]}}),
-           # Production defaults: INFO request log (the server time read below) and an access log.
-           "CHRONICLE_LOG_LEVEL": "INFO", "CHRONICLE_ACCESS_LOG": str(logs / "access.log"),
-           "CHRONICLE_BACKGROUND_WORKERS": "0", "PROMETHEUS_MULTIPROC_DIR": str(logs / "metrics"),
-           "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "CHRONICLE_BENCH_WHATIF": args.what_if}
-    # An experiment (--what-if) serves the same app with some lookups cached (bench/viewer_whatif.py).
-    app = "bench.viewer_whatif:app" if args.what_if else "api.wsgi:app"
-    out = (logs / "app.log").open("ab")
-    err = (logs / "gunicorn.log").open("ab")
-    master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", app], cwd=ROOT, env=env,
-                              stdout=out, stderr=err)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    break
-            if time.monotonic() > deadline or master.poll() is not None:
-                raise RuntimeError(f"gunicorn did not become ready; see {logs / 'gunicorn.log'}")
-            time.sleep(0.2)
-        yield port, master
-    finally:
-        if master.poll() is None:
-            master.terminate()
-        try:
-            master.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
-        out.close()
-        err.close()
-
 
 def _server_times(logs: Path, prefix: str) -> tuple[dict[str, float], dict[str, float]]:
     """request id -> latency_ms (the app's request log) and -> ms (gunicorn's access log), for ids of a phase."""
@@ -933,7 +888,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-viewer-{os.getpid()}"
     (logs / "metrics").mkdir(parents=True, exist_ok=True)
     result["logs"] = str(logs)
-    with served(args.keyspace, args, logs) as (port, master):
+    env = {"CHRONICLE_API_TOKENS": json.dumps({TOKEN: {"workspaces": [TEAM]}}),
+           # Production defaults: INFO request log (the server time read below) and an access log.
+           "CHRONICLE_LOG_LEVEL": "INFO", "CHRONICLE_ACCESS_LOG": str(logs / "access.log"),
+           "PYTHONUNBUFFERED": "1", "CHRONICLE_BENCH_WHATIF": args.what_if}
+    # An experiment (--what-if) serves the same app with some lookups cached (bench/viewer_whatif.py).
+    app = "bench.viewer_whatif:app" if args.what_if else "api.wsgi:app"
+    with served(settings, logs, workers=args.workers, threads=args.threads, env=env, app=app,
+                app_log="app.log") as srv:
+        port, master = srv.port, srv.master
         cookie = sign_in(port)
         workers = _children(master.pid)
         pids = {"gunicorn workers": workers, "cassandra": [node_pid(node)]}
@@ -983,6 +946,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def verdict(result: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if result["phases"]:
+        out["every answer 200"] = all(p["ok"] == p["requests"] for p in result["phases"])
     for p in result["phases"]:
         if p["concurrency"] == 8 and p["phase"].startswith("page"):
             out[f"{p['phase']}: server p99 <= 30 ms (app log)"] = p["server_app"].get("p99_ms", 1e9) <= 30
