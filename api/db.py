@@ -69,11 +69,13 @@ def reads_own_writes(view: Callable[..., Any]) -> Callable[..., Any]:
 class Statement:
     """A CQL statement, declared once at import time and prepared lazily once per process.
 
-    `name` labels its metrics; by default the verb and the table, e.g. `SELECT messages_by_bucket`.
+    `name` labels its metrics; by default the verb and the table, e.g. `SELECT messages_by_bucket`. An `unpaged`
+    read comes back in one response: what Cassandra requires of `IN` on the partition key with `ORDER BY` (the
+    coordinator merges the partitions in order); its LIMIT is what bounds it.
     """
 
     def __init__(self, cql: str, *, name: str | None = None, consistency: int | None = None,
-                 idempotent: bool = True) -> None:
+                 idempotent: bool = True, unpaged: bool = False) -> None:
         self.cql = " ".join(cql.split())
         table = _TABLE_RE.search(self.cql)
         self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
@@ -81,6 +83,7 @@ class Statement:
         self.name = name or f"{self.cql.split()[0].upper()} {self.table or '?'}"
         self.consistency = consistency
         self.idempotent = idempotent
+        self.unpaged = unpaged
         # DDL never goes through Statement, so IF here is always a lightweight transaction.
         self.conditional = _CONDITIONAL_RE.search(self.cql) is not None
 
@@ -227,6 +230,8 @@ class Database:
                 prepared.consistency_level = self.settings.read_consistency
             else:
                 prepared.consistency_level = self.settings.write_consistency
+            if statement.unpaged:
+                prepared.fetch_size = None  # bound statements inherit it: no paging
             if statement.conditional:
                 # The Paxos round stays in the local data centre (SERIAL would cross DCs on every claim).
                 prepared.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL

@@ -168,8 +168,8 @@ class Replayer:
             statement.consistency_level = call.consistency
         if call.serial_consistency is not None:
             statement.serial_consistency_level = call.serial_consistency
-        if call.fetch_size is not None:
-            statement.fetch_size = call.fetch_size
+        if call.kind != "batch":
+            statement.fetch_size = call.fetch_size  # as sent: None is an unpaged read (IN with ORDER BY needs it)
         return statement
 
     def _send(self, call: Call, done: Any) -> None:

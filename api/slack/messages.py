@@ -85,12 +85,15 @@ SELECT_DAYS_DESC = Statement(
 SELECT_DAYS_ASC = Statement(
     "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? "
     "ORDER BY day ASC LIMIT ?")
-SELECT_PAGE_DESC = Statement(
-    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
-    "AND ts < ? AND ts > ? LIMIT ?", name="SELECT slack_messages (page)")
-SELECT_PAGE_ASC = Statement(
-    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? "
-    "AND ts < ? AND ts > ? ORDER BY ts ASC LIMIT ?", name="SELECT slack_messages (page asc)")
+# A timeline page over a group of a channel's days (and its earlier ids): one statement, merged in ts order by
+# the coordinator. Cassandra pages no query with both IN on the partition key and ORDER BY: LIMIT bounds it.
+SELECT_GROUP_DESC = Statement(
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id IN ? AND day IN ? "
+    "AND ts < ? AND ts > ? ORDER BY ts DESC LIMIT ?", name="SELECT slack_messages (page of days)", unpaged=True)
+SELECT_GROUP_ASC = Statement(
+    f"SELECT {_PAGE_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id IN ? AND day IN ? "
+    "AND ts < ? AND ts > ? ORDER BY ts ASC LIMIT ?", name="SELECT slack_messages (page of days asc)",
+    unpaged=True)
 SELECT_ONE = Statement(
     f"SELECT {_COLUMNS} FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
     name="SELECT slack_messages (one)")
@@ -500,7 +503,8 @@ def start_days_read(db: Database, team_id: str, channel_id: str, days: list[int]
 # cursor) rather than reading without bound through days full of deleted messages.
 _DAYS_PER_REQUEST = 64
 _ROW_BUDGET = 2000
-_PIPELINE_DEPTH = 8
+_FIRST_GROUP, _LAST_GROUP = 4, 32  # days per read of a timeline page: the first read's, and at most
+_MAX_ROWS_PER_READ = 500
 MIN_US, MAX_US = 0, 2**62
 
 
@@ -522,7 +526,7 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     """
     day_hi, day_lo = day_of(max(upper - 1, 0)), day_of(lower + 1)
     days_stmt = SELECT_DAYS_ASC if ascending else SELECT_DAYS_DESC
-    page_stmt = SELECT_PAGE_ASC if ascending else SELECT_PAGE_DESC
+    group_stmt = SELECT_GROUP_ASC if ascending else SELECT_GROUP_DESC
     # `ahead(a, b)`: a comes before b in the requested order.
     def ahead(a: int, b: int) -> bool:
         return a < b if ascending else a > b
@@ -543,72 +547,37 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     if horizon is not None:
         days = [d for d in days if not ahead(horizon, d)]
 
+    # The listed days are read in groups, each group in one statement (`day IN`, `channel_id IN`, ORDER BY ts:
+    # the coordinator merges the partitions in order and returns only what the page lacks, plus one row to
+    # know a next page exists). Groups grow 4, 8, 16, 32 days: a busy channel's page costs one read, a page
+    # over 50 quiet days a few; the row budget bounds a stretch of deleted messages.
     page: list[Message] = []
     scanned = 0
-    # The first read of each (day, channel) is pipelined: up to `depth` days in flight, the depth doubling
-    # each time a day turns out to hold fewer rows than asked (a quiet channel), so a page over 50 quiet days
-    # costs a few round trips, while a busy channel (one day fills the page) reads one day only.
-    tasks = [(day, channel_id) for day in days for channel_id in by_day[day]]
-    in_flight: dict[tuple[int, str], tuple[Any, int]] = {}
-    # `gathered`: visible rows of the page so far (days done and the day at hand). A read sent ahead asks only
-    # for what the page still lacks, and one more (to know there is a next page): pipelining must not decode
-    # whole days the page will not show.
-    state = {"next": 0, "depth": 1, "gathered": 0}
-
-    def top_up() -> None:
-        while state["next"] < len(tasks) and len(in_flight) < state["depth"]:
-            day, channel_id = tasks[state["next"]]
-            state["next"] += 1
-            want = min(max(limit + 1 - state["gathered"], 1), 500)
-            in_flight[(day, channel_id)] = (
-                db.execute_async(page_stmt, (team_id, channel_id, day, upper, lower, want)), want)
-
-    top_up()
-    for day in days:
-        day_rows: list[Any] = []
-        floor: int | None = None  # rows past this bound were not all read in this day (some channel stopped)
-        for channel_id in by_day[day]:
-            hi, lo = upper, lower
-            visible = 0
-            future, want = in_flight.pop((day, channel_id))
-            rows = list(future.result())
-            while True:
-                scanned += len(rows)
-                day_rows.extend(rows)
-                seen = sum(1 for r in rows if _visible(r, include_deleted))
-                visible += seen
-                state["gathered"] += seen
-                if len(rows) < want:
-                    state["depth"] = min(state["depth"] * 2, _PIPELINE_DEPTH)
-                    break  # this channel's day is exhausted
-                last = rows[-1].ts
-                if visible >= limit + 1 - len(page) or scanned >= _ROW_BUDGET:
-                    if floor is None or ahead(floor, last):
-                        floor = last  # the least advanced stop point bounds what is complete
-                    break
-                lo, hi = (last, hi) if ascending else (lo, last)
-                want = min(limit + 1 - len(page) - visible + 5, 500)
-                rows = list(db.execute(page_stmt, (team_id, channel_id, day, hi, lo, want)))
-            top_up()
-        day_rows.sort(key=lambda r: r.ts, reverse=not ascending)
-        for row in day_rows:
-            if floor is not None and ahead(floor, row.ts):
-                break
+    hi, lo = upper, lower
+    first, size = 0, _FIRST_GROUP
+    while first < len(days):
+        group = days[first:first + size]
+        ids = sorted({c for d in group for c in by_day[d]})
+        want = min(limit + 1 - len(page), _MAX_ROWS_PER_READ)
+        rows = db.execute(group_stmt, (team_id, ids, group, hi, lo, want)).all()
+        scanned += len(rows)
+        for row in rows:
             message = Message.from_row(row)
             if message is None or not message.shown(include_deleted):
                 continue
             if len(page) == limit:
                 return page, page[-1].ts
             page.append(message)
-        if floor is not None:  # stopped inside this day: continue from the stop point
-            return page, floor
+        if len(rows) < want:  # the group is read to its end
+            first, size = first + size, min(size * 2, _LAST_GROUP)
+            continue
+        last = rows[-1].ts  # more in this group: hidden rows took room on the page
+        if scanned >= _ROW_BUDGET:
+            return page, last
+        lo, hi = (last, hi) if ascending else (lo, last)
     if horizon is not None:
         return page, (horizon * US_PER_DAY if not ascending else (horizon + 1) * US_PER_DAY - 1)
     return page, None
-
-
-def _visible(row: Any, include_deleted: bool) -> bool:
-    return row.msg_ts is not None and (include_deleted or not row.deleted)
 
 
 def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, limit: int, after: int,
