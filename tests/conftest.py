@@ -82,6 +82,24 @@ def rf3_cluster() -> list[NodeSpec]:
     destroy(specs)
 
 
+@pytest.fixture(scope="session")
+def rf3_keyspace(rf3_cluster: list[NodeSpec]) -> str:
+    """One keyspace on the cluster (RF 3) with every migration applied, shared by the slow tests: the schema
+    takes about 100 s to migrate on three nodes here, so a run does it once. The tests keep their data apart by
+    names of their own (a network, a workspace, a table); the cluster is destroyed at the end of the run."""
+    start_cluster(rf3_cluster)
+    settings = dataclasses.replace(
+        Settings.from_env(), contact_points=[s.address for s in rf3_cluster],
+        cassandra_port=rf3_cluster[0].native_port, keyspace=f"chronicle_rf3_{os.getpid()}_{secrets.token_hex(3)}",
+        replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=60.0)
+    admin = Database(settings, keyspace="")
+    try:
+        migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _msg: None)
+    finally:
+        admin.close()
+    return settings.keyspace
+
+
 @pytest.fixture
 def cluster_up(rf3_cluster: list[NodeSpec]) -> list[NodeSpec]:
     """The cluster with every node running (an earlier test may have stopped one)."""

@@ -11,7 +11,6 @@ from cassandra.concurrent import execute_concurrent_with_args
 
 from api.config import Settings
 from api.db import Database
-from api.migrations import migrate
 from api.node.process import stop_node
 
 pytestmark = pytest.mark.slow
@@ -23,32 +22,31 @@ def cluster(cluster_up):
     return cluster_up
 
 
-def test_quorum_reads_every_row_with_one_node_down(cluster):
+def test_quorum_reads_every_row_with_one_node_down(cluster, rf3_keyspace):
     settings = dataclasses.replace(
         Settings.from_env(), contact_points=[s.address for s in cluster], cassandra_port=cluster[0].native_port,
-        keyspace="cluster_test", replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=30.0,
+        keyspace=rf3_keyspace, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=30.0,
         write_consistency=ConsistencyLevel.QUORUM, read_consistency=ConsistencyLevel.QUORUM,
     )
     admin = Database(settings, keyspace="")
     try:
-        # The project's own migrations, with cluster replication: the whole schema reaches agreement on 3 nodes.
-        migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _m: None)
+        # The project's own migrations (the run's keyspace, tests/conftest.py), with cluster replication.
         session = admin.session
         assert len([h for h in admin.cluster.metadata.all_hosts() if h.is_up]) == 3
         replication = session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
                                       (settings.keyspace,)).one().replication
         assert replication["datacenter1"] == "3"
 
-        session.execute("CREATE TABLE IF NOT EXISTS cluster_test.fault_rows (k uuid PRIMARY KEY, v int) "
+        session.execute(f"CREATE TABLE IF NOT EXISTS {settings.keyspace}.fault_rows (k uuid PRIMARY KEY, v int) "
                         "WITH comment = 'Q: fault test rows'", timeout=60)
-        insert = session.prepare("INSERT INTO cluster_test.fault_rows (k, v) VALUES (?, ?)")
+        insert = session.prepare(f"INSERT INTO {settings.keyspace}.fault_rows (k, v) VALUES (?, ?)")
         insert.consistency_level = ConsistencyLevel.QUORUM
         rows = {uuid.uuid4(): i for i in range(500)}
         results = execute_concurrent_with_args(session, insert, list(rows.items()), concurrency=50)
         assert all(ok for ok, _ in results)
 
         stop_node(cluster[2])
-        select = session.prepare("SELECT v FROM cluster_test.fault_rows WHERE k = ?")
+        select = session.prepare(f"SELECT v FROM {settings.keyspace}.fault_rows WHERE k = ?")
         select.consistency_level = ConsistencyLevel.QUORUM
         results = execute_concurrent_with_args(session, select, [(k,) for k in rows], concurrency=50,
                                                raise_on_first_error=False)
@@ -62,7 +60,7 @@ def test_quorum_reads_every_row_with_one_node_down(cluster):
         from cassandra import Unavailable
         from cassandra.cluster import NoHostAvailable
 
-        strict = session.prepare("SELECT v FROM cluster_test.fault_rows WHERE k = ?")
+        strict = session.prepare(f"SELECT v FROM {settings.keyspace}.fault_rows WHERE k = ?")
         strict.consistency_level = ConsistencyLevel.ALL
         with pytest.raises((Unavailable, NoHostAvailable)):
             session.execute(strict, (next(iter(rows)),))
@@ -70,7 +68,7 @@ def test_quorum_reads_every_row_with_one_node_down(cluster):
         admin.close()
 
 
-def test_a_frozen_node_costs_the_speculative_delay_not_the_timeout_and_readiness_holds(cluster, db):
+def test_a_frozen_node_costs_the_speculative_delay_not_the_timeout_and_readiness_holds(cluster, rf3_keyspace, db):
     """A node paused like a long GC pause (SIGSTOP) keeps its connections open, so the driver thinks it up for
     seconds. Reads and writes at the default levels go around it after the speculative delay, and /readyz stays
     ready (too few replicas for the levels is a 503 with the reason: tests/test_service.py)."""
@@ -84,10 +82,9 @@ def test_a_frozen_node_costs_the_speculative_delay_not_the_timeout_and_readiness
 
     node_settings = dataclasses.replace(
         Settings.from_env(), contact_points=[s.address for s in cluster], cassandra_port=cluster[0].native_port,
-        keyspace="cluster_test", replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=2.0)
+        keyspace=rf3_keyspace, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=2.0)
     admin = Database(dataclasses.replace(node_settings, request_timeout=60.0), keyspace="")
-    migrate(admin, node_settings.keyspace, node_settings.replication_map(), log=lambda _m: None)
-    admin.execute_raw("CREATE TABLE IF NOT EXISTS cluster_test.fault_rows (k uuid PRIMARY KEY, v int) "
+    admin.execute_raw(f"CREATE TABLE IF NOT EXISTS {rf3_keyspace}.fault_rows (k uuid PRIMARY KEY, v int) "
                       "WITH comment = 'Q: fault test rows'", timeout=60)
     admin.close()
     node_db = Database(node_settings)

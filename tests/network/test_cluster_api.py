@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import secrets
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -22,7 +20,6 @@ from cassandra import ConsistencyLevel
 from api import db as db_module
 from api.config import Settings
 from api.db import Database, set_db
-from api.migrations import migrate
 from api.node.process import start_cluster
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
 
@@ -45,12 +42,12 @@ def cluster(rf3_cluster):
 
 
 @pytest.fixture(scope="module")
-def settings(cluster) -> Settings:
+def settings(cluster, rf3_keyspace) -> Settings:
     return dataclasses.replace(
         Settings.from_env(),
         contact_points=[spec.address for spec in cluster],
         cassandra_port=cluster[0].native_port,
-        keyspace=f"chronicle_cluster_net_{os.getpid()}_{secrets.token_hex(3)}",
+        keyspace=rf3_keyspace,
         replication="NetworkTopologyStrategy:datacenter1:3",
         # The service's defaults, whatever the environment says: what a cluster deployment runs with.
         read_consistency=ConsistencyLevel.LOCAL_ONE,
@@ -65,19 +62,16 @@ def settings(cluster) -> Settings:
 
 @pytest.fixture(scope="module")
 def db(settings: Settings):
-    """The cluster keyspace with every migration applied, installed as the process's Database for the routes;
-    the Database installed before (the local node's, when other tests ran first) is put back after."""
+    """The run's cluster keyspace (every migration applied: tests/conftest.py), installed as the process's
+    Database for the routes; the Database installed before (the local node's, when other tests ran first) is
+    put back after. Each scenario loads a network of its own name."""
     previous = db_module._db
-    admin = Database(settings, keyspace="")
-    migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _msg: None)
-    assert len([h for h in admin.cluster.metadata.all_hosts() if h.is_up]) == 3
     database = Database(settings)
+    assert len([h for h in database.cluster.metadata.all_hosts() if h.is_up]) == 3
     set_db(database)
     yield database
     set_db(previous)
     database.close()
-    admin.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=120)
-    admin.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ Slow (the cluster takes about a minute to start and 3 GB of memory): `pytest -m 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import threading
@@ -16,7 +15,6 @@ import pytest
 
 from api.config import Settings
 from api.db import Database, set_db
-from api.migrations import migrate
 from api.node.process import start_cluster
 from api.slack.files import FileWorker
 from api.slack.settings import SlackSettings
@@ -27,13 +25,11 @@ from tests.slack.test_files import TOKEN, drain, finished, message, share
 
 pytestmark = pytest.mark.slow
 
-KEYSPACE = "slack_cluster_test"
-
-
 @pytest.fixture(scope="module")
-def cluster_app(rf3_cluster, db):
-    """The app on the run's shared 3-node cluster (tests/conftest.py) with a keyspace of its own; the process's
-    database is given back to the session's `db` afterwards (create_app installs its own)."""
+def cluster_app(rf3_cluster, rf3_keyspace, db):
+    """The app on the run's shared 3-node cluster and keyspace (tests/conftest.py; only these tests write Slack
+    rows there); the process's database is given back to the session's `db` afterwards (create_app installs
+    its own)."""
     import json
 
     from api.app import create_app
@@ -42,7 +38,7 @@ def cluster_app(rf3_cluster, db):
     start_cluster(specs)  # every node up: an earlier slow test may have stopped one
     settings = dataclasses.replace(
         Settings.from_env(), contact_points=[s.address for s in specs], cassandra_port=specs[0].native_port,
-        keyspace=KEYSPACE, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=20.0,
+        keyspace=rf3_keyspace, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=20.0,
         cursor_secret=b"test-cursor-secret", slack_signing_secret="shared-test-secret",
         slack_signing_secrets={"T2": "t2-secret"}, api_tokens=json.dumps(TEST_API_TOKENS), admin_token=ADMIN_TOKEN)
     defaults = Settings.from_env()
@@ -55,8 +51,6 @@ def cluster_app(rf3_cluster, db):
         while len([h for h in admin.cluster.metadata.all_hosts() if h.is_up]) < 3:
             assert time.monotonic() < deadline, "the driver does not see 3 nodes up"
             time.sleep(1)
-        admin.execute_raw(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=60)
-        migrate(admin, KEYSPACE, settings.replication_map(), log=lambda _m: None)
         cluster_db = Database(settings)
         app = create_app(settings, database=cluster_db)
         app.config["TESTING"] = True
@@ -65,8 +59,6 @@ def cluster_app(rf3_cluster, db):
         set_db(db)
         if cluster_db is not None:
             cluster_db.close()
-        with contextlib.suppress(Exception):
-            admin.execute_raw(f"DROP KEYSPACE IF EXISTS {KEYSPACE}", timeout=60)
         admin.close()
 
 
