@@ -397,14 +397,14 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
                                                        needed, datetime.now(UTC))
     else:
         merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-    current = posts.like_counts(db, network, (p.post_id for p in head))
+    current = posts.window_like_counts(db, network, head)
     window = [p.with_likes(current[p.post_id]) for p in head if p.post_id in current]
     if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
         newest, complete, _n = _newest_followed(db, ns, network, account_id)
         state = timelines.write_build(db, ns, network, account_id, newest, complete)
         rebuilt, slim = True, False
         merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-        current = posts.like_counts(db, network, (p.post_id for p in newest))
+        current = posts.window_like_counts(db, network, newest)
         window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
     celebrity_posts = merged_f()
     window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))

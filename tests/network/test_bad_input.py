@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -98,3 +98,22 @@ def test_a_row_holding_only_a_like_count_is_no_post(client, db, users):
         response = client.open(path, method=method, headers=ADMIN)
         assert response.status_code == 404, (method, path, response.get_json())
         assert str(ghost) in response.get_json()["message"]
+
+
+def test_a_like_count_alone_under_an_authors_key_is_no_post(client, db, users):
+    """The same on posts_by_author: a like's count update for a post that replica never got (or that was
+    deleted since) leaves a row under the author's month with nothing but `like_count`. Q1 does not list it."""
+    from api.network.common import month_of
+
+    author = users[2]
+    made = client.post(f"/networks/{NETWORK}/posts", headers=ADMIN, json={"author_id": author, "content": "real"})
+    assert made.status_code == 201, made.get_json()
+    real = made.get_json()["post"]
+    ghost_time = datetime.fromisoformat(real["posted_at"]) + timedelta(seconds=1)  # newest: the head of the page
+    db.execute(posts.SET_LIKES_BY_AUTHOR, (int(time.time() * 1e6), 5, NETWORK, author, month_of(ghost_time),
+                                           ghost_time, 7_777_000_456))
+    listed = client.get(f"/networks/{NETWORK}/accounts/{author}/posts?limit=5").get_json()["posts"]
+    assert listed and listed[0]["post_id"] == real["post_id"]
+    assert 7_777_000_456 not in {p["post_id"] for p in listed}
+    assert all(p["content"] is not None for p in listed)
+    assert 7_777_000_456 not in {p.post_id for p in posts.posts_of_author(db, NETWORK, author, 5)}

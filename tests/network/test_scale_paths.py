@@ -158,3 +158,40 @@ def test_home_merges_recent_celebrity_posts_like_the_reference(fresh_net, client
                         lambda *a, **kw: recent_reads.append(a[2]) or real(*a, **kw))
     assert check_home(client, net.name, ref, [user]) == 2
     assert recent_reads == [[celeb], [celeb]]  # both orders took the bounded path
+
+
+def test_a_home_window_of_few_authors_reads_its_like_counts_by_partition(fresh_net, client, monkeypatch):
+    """Q4 by likes over a window whose posts sit in few author-month partitions reads their counts by slicing
+    those partitions: the counts equal the posts' own (after likes, an unlike, a deleted post and a row holding
+    only a like count under an author's key), and the page equals the reference's."""
+    net = fresh_net
+    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    ref, db = net.ref, get_db()
+    author = next(a for a, _ in ref.q2(100) if len(ref.q1(a)) >= 12 and ref.followers(a))
+    mine = [posts.get_post(db, net.name, p) for p in ref.q1(author)[:12]]
+    fans = sorted(ref.followers(author))
+    for i, post in enumerate(mine[:6]):
+        for fan in fans[:i + 1]:
+            if (post.post_id, fan) not in ref.likes:
+                assert client.put(f"/networks/{net.name}/posts/{post.post_id}/likes/{fan}",
+                                  headers=ADMIN).status_code == 200
+                ref.like(post.post_id, fan)
+    liked = next((p, u) for p, u in sorted(ref.likes) if p == mine[0].post_id)
+    assert client.delete(f"/networks/{net.name}/posts/{liked[0]}/likes/{liked[1]}", headers=ADMIN).status_code == 200
+    ref.unlike(*liked)
+    assert client.delete(f"/networks/{net.name}/posts/{mine[-1].post_id}", headers=ADMIN).status_code == 200
+    ref.delete_post(mine[-1].post_id)
+    ghost = mine[-2].posted_at + timedelta(microseconds=1000)
+    db.execute(posts.SET_LIKES_BY_AUTHOR, (int(time.time() * 1e6), 9, net.name, author,
+                                           posts.month_of(ghost), ghost, 7_777_000_789))
+    window = [p for p in mine if p.post_id != mine[-1].post_id]
+    monkeypatch.setattr(posts, "_SLICE_GAIN", 1)  # however many months the 12 posts span: by partition
+    calls = []
+    original = db.execute_async
+    monkeypatch.setattr(db, "execute_async", lambda st, params=(): calls.append(st.name) or original(st, params))
+    by_partition = posts.window_like_counts(db, net.name, window + [mine[-1]])
+    assert calls == ["SELECT posts_by_author (like counts)"]
+    assert by_partition == posts.like_counts(db, net.name, (p.post_id for p in window))
+    assert by_partition == {p.post_id: ref.like_count(p.post_id) for p in window}
+    monkeypatch.setattr(db, "execute_async", original)
+    check_home(client, net.name, ref, fans[:4])  # every home window read by partition, against the reference
