@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.hotpath [--keyspace chronicle_bench_hotpath] [--skip-load] [--refill]
                                       [--messages 600] [--flat-messages 600]
-                                      [--targets timeline,thread,q1,q4-newest,q4-likes,q6,activity,tagging-next]
+                                      [--targets timeline,thread,q1,q4-newest,q4-likes,q6,activity,tagging-next,floor]
                                       [--variants 16] [--seconds 10] [--warmup 2] [--concurrency 1,16]
                                       [--rates 100,200,300,400] [--open-seconds 10] [--connections 64]
                                       [--workers 3] [--threads 8] [--load-procs 2]
@@ -40,7 +40,8 @@ open-loop p99 <= 20 ms at 300 timeline pages/s offered.
    (?order=likes); `q6` GET /networks/N/search?q= (a common term, common + rarer, two rarer ones, ...); `activity`
    GET /slack/teams/T/users/<user>/activity?from=&to= (31 days); `tagging-next` POST /tagging/projects/P/next by
    a tagger who holds an item (the reload case: the held item, its lease renewed with a lightweight transaction
-   that applies again on every replay; claiming new items is measured by bench/tagging.py).
+   that applies again on every replay; claiming new items is measured by bench/tagging.py); `floor` GET /healthz
+   (no CQL: gunicorn, Flask and the app's per-request work alone; no raw phase, no ratio).
 3. Recording. The app (api.app.create_app, the same settings as the served one) serves each variant in this
    process through Flask's test client: once untimed (per-process caches filled, prepared statements made; for
    a tagger, the claim), then once with a recorder on the Database's driver Session (`Recorder`): every call
@@ -112,7 +113,7 @@ from api.tagging import worker as tagging_worker
 from bench import viewer
 from bench.hotpath_replay import Call, Recording, rounds
 from bench.network_loadgen import Request
-from bench.scale_common import ROOT, local_node, scratch_settings, served, write_result
+from bench.scale_common import BIN, ROOT, local_node, scratch_settings, served, write_result
 from bench.tagging import _children, cpu_seconds
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
@@ -135,7 +136,7 @@ SEARCHES = ["cassandra", "cassandra latency", "latency compaction", "replica gos
             "cassandra hinted", "gossip"]
 TAGGERS = 32
 CATEGORIES = ["news", "opinion", "question", "other"]
-TARGETS = ["timeline", "thread", "q1", "q4-newest", "q4-likes", "q6", "activity", "tagging-next"]
+TARGETS = ["timeline", "thread", "q1", "q4-newest", "q4-likes", "q6", "activity", "tagging-next", "floor"]
 RATIO_TARGETS = ("timeline", "q4-newest", "q4-likes")
 
 
@@ -300,6 +301,10 @@ def make_targets(args: argparse.Namespace, data: dict[str, Any], client: Any) ->
             Request("POST", f"/tagging/projects/{data['project']}/next",
                     {"Authorization": f"Bearer {t}", "Content-Type": "application/json"}, b"{}")
             for t in data["tokens"]]))
+    if "floor" in chosen:
+        # No CQL at all: what gunicorn, Flask and the app's per-request work (logging, metrics, Server-Timing)
+        # cost a request by themselves, the floor under every other target's worker CPU.
+        out.append(Target("floor", [_get("/healthz", None)]))
     return out
 
 
@@ -631,6 +636,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.quiet_logs:  # the production defaults: INFO request log, an access log
         env.update(CHRONICLE_LOG_LEVEL="INFO", CHRONICLE_ACCESS_LOG=str(logs / "access.log"))
     profiled = set(args.profile or ())
+    if profiled and not (BIN / "py-spy").exists():
+        raise SystemExit("--profile needs py-spy (a dev dependency: .venv/bin/pip install -e '.[dev]')")
     phases: dict[str, dict[str, Any]] = {}
     with served(app_settings, logs, workers=args.workers, threads=args.threads, env=env, app_log="app.log") as srv:
         workers = _children(srv.master.pid)
@@ -645,7 +652,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         top = max(args.concurrency)
         for target in targets:
             entry: dict[str, Any] = {"raw": {}, "api": {}}
-            for c in args.concurrency:
+            for c in args.concurrency if target.name != "floor" else ():  # the floor sends no CQL to replay
                 entry["raw"][f"c{c}"] = raw_phase(recording, target.name, c, args, node_pid)
             for c in args.concurrency:
                 pids["gunicorn workers"] = _children(srv.master.pid)
@@ -653,7 +660,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                   profile=c == top and target.name in profiled)
                 if srv.master.poll() is not None:
                     raise RuntimeError(f"gunicorn exited ({srv.master.returncode}); see {logs / 'gunicorn.log'}")
-            raw_rate = entry["raw"][f"c{top}"]["pages_per_s"]
+            raw_rate = entry["raw"].get(f"c{top}", {}).get("pages_per_s")
             entry["ratio"] = round(entry["api"][f"c{top}"]["rps"] / raw_rate, 3) if raw_rate else None
             entry["ratio_at"] = f"c{top}"
             phases[target.name] = entry
@@ -700,9 +707,10 @@ def table(result: dict[str, Any]) -> None:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in result["phases"].items():
         top = e["ratio_at"]
-        raw, api = e["raw"][top], e["api"][top]
+        raw, api = e["raw"].get(top, {}), e["api"][top]
         c1, raw1 = e["api"].get("c1", {}), e["raw"].get("c1", {})
-        lines.append(f"| {name} | {raw.get('calls_per_page')} | {raw['pages_per_s']} | {api['rps']} | {e['ratio']} | "
+        lines.append(f"| {name} | {raw.get('calls_per_page', 0)} | {raw.get('pages_per_s')} | {api['rps']} | "
+                     f"{e['ratio']} | "
                      f"{c1.get('p50_ms')} / {c1.get('p99_ms')} | {api['p50_ms']} / {api['p99_ms']} | "
                      f"{raw1.get('p50_ms')} / {raw1.get('p99_ms')} | "
                      f"{api['cpu_ms_per_request'].get('gunicorn workers')} | "
