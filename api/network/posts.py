@@ -142,12 +142,13 @@ def window_like_counts(db: Database, network: str, window: Iterable[Post]) -> di
     span, as published on posts_by_author, instead of one posts_by_id partition per post; else `like_counts`.
     The same counts either way: a like publishes both rows with the same write time."""
     posts = list(window)
-    groups = {(p.author_id, month_of(p.posted_at)) for p in posts}
+    # (year, month) pairs, not month_of's strings: this runs over every post of an 800-post window.
+    groups = {(p.author_id, p.posted_at.year, p.posted_at.month) for p in posts}
     if not posts or len(groups) * _SLICE_GAIN > len(posts):
         return like_counts(db, network, (p.post_id for p in posts))
     wanted = {p.post_id for p in posts}
-    authors = sorted({a for a, _ in groups})
-    months = sorted({m for _, m in groups})
+    authors = sorted({a for a, _y, _m in groups})
+    months = sorted({f"{y:04d}-{m:02d}" for _a, y, m in groups})  # as month_of writes them
     first, last = min(p.posted_at for p in posts), max(p.posted_at for p in posts)
     futures = [db.execute_async(LIKES_OF_AUTHOR_MONTHS, (network, authors[i:i + _AUTHORS_PER_READ], months,
                                                          first, last))
