@@ -99,6 +99,21 @@ def create_scratch_keyspace(prefix: str = "scale", *, node: NodeSpec | None = No
     return Database(settings)
 
 
+def open_scratch_keyspace(keyspace: str, *, log: Callable[[str], None] = lambda _m: None, **overrides: Any
+                          ) -> Database:
+    """A Database on a kept scratch keyspace, with the migrations added to `cql/` since it was made applied (a
+    measurement repeated after a schema change)."""
+    if not SCRATCH_RE.fullmatch(keyspace):
+        raise ValueError(f"{keyspace!r} is not a scratch keyspace")
+    settings = scratch_settings(keyspace, **overrides)
+    admin = Database(settings, keyspace="")
+    try:
+        migrate(admin, keyspace, settings.replication_map(), log=log)
+    finally:
+        admin.close()
+    return Database(settings)
+
+
 def drop_scratch_keyspace(db: Database) -> None:
     """Drop a keyspace made by `create_scratch_keyspace` (refuses any other name) and close `db`."""
     if not SCRATCH_RE.fullmatch(db.keyspace):

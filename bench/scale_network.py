@@ -220,7 +220,7 @@ def main(scale: float, seconds: float, workers: int, keep: bool, reuse: str | No
             sys.exit(2)
         with state_path.open("rb") as f:
             state = pickle.load(f)
-        db = Database(sc.scratch_settings(reuse, request_timeout=60.0, admin_token=ADMIN_TOKEN))
+        db = sc.open_scratch_keyspace(reuse, request_timeout=60.0, admin_token=ADMIN_TOKEN)
         set_db(db)
         try:
             out = {**state["out"], "command": command, "seconds": seconds, "reused": reuse,

@@ -282,10 +282,11 @@ def q3(network: str, at: str | None, history: int | None) -> None:
 @click.option("--order", type=click.Choice(["newest", "likes"]), default="newest", show_default=True)
 @click.pass_obj
 def q4(network: str, account_id: int, order: str) -> None:
-    """The home page: counts and the 25 newest or most-liked posts of the followed accounts."""
+    """The home page: counts and the 25 newest or most-liked posts of the followed accounts (ranked now: the API
+    reuses a ranking by likes for CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE seconds)."""
     with cassandra_errors():
         _account(network, account_id)
-        emit(actions.home_of(get_db(), network, account_id, order))
+        emit(actions.home_of(get_db(), network, account_id, order, fresh=True))
 
 
 @query.command(short_help="Q6: the 25 most-liked posts with all WORDS.")

@@ -18,10 +18,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
+
+import structlog
 
 from api.activity import dirty
 from api.db import Database
@@ -42,6 +47,8 @@ from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
 from api.network.timelines import FUTURE_SLACK, CacheState
 from api.network.values import Account, Post
+
+log = structlog.get_logger("chronicle.network")
 
 _SLACK = 25  # extra cache rows read so a few skipped rows (deleted posts, unfollowed authors) need no rebuild
 
@@ -154,35 +161,39 @@ def _mark_active(db: Database, network: str, touched: list[tuple[int, int]]) -> 
     dirty.mark(db, [dirty.live(archive, str(account_id), at) for account_id, at in touched])
 
 
-def _logged(db: Database, network: str, action: str, actor: int, other: int, post_id: int = 0) -> None:
-    """One like/unlike/follow/unfollow that changed state: its two log rows, and both accounts' days marked."""
+def _log_writes(db: Database, network: str, action: str, actor: int, other: int, post_id: int = 0
+                ) -> tuple[list[tuple[Any, Any]], list[tuple]]:
+    """The writes of one like/unlike/follow/unfollow that changed state (its two log rows, both accounts' days
+    marked), to go out with the action's own writes; pass the keys to `dirty.note_marked` once written."""
     at = time.time_ns() // 1000
-    db.execute_many(activity_log.event_writes(network, action, actor, other, at, post_id))
-    _mark_active(db, network, [(actor, at), (other, at)])
+    archive = dirty.archive_name("network", network)
+    marks, keys = dirty.mark_writes(db, [dirty.live(archive, str(actor), at), dirty.live(archive, str(other), at)])
+    return activity_log.event_writes(network, action, actor, other, at, post_id) + marks, keys
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
 # A like or unlike is four rounds: the transaction on the liker's own row (with the post's term buckets read
-# beside it), then the post-side row and counter with the top-list states, then the count, then its copies.
+# beside it), then the post-side row, the counter and the activity log with the top-list states, then the count,
+# then its copies.
 def like(db: Database, network: str, post: Post, user_id: int) -> int:
     """`user_id` likes `post`; returns the post's like count. Idempotent."""
     buckets_f = posts.start_term_buckets(db, network, post.post_id)
     liked_at = datetime.now(UTC)
     applied = likes.claim_like(db, network, post.post_id, user_id, liked_at)
+    logged, keys = _log_writes(db, network, "like", user_id, post.author_id, post.post_id) if applied else ([], [])
     count = _publish_likes(db, network, post, buckets_f, likes.like_done_writes(network, post.post_id, user_id,
-                                                                               liked_at, applied))
-    if applied:
-        _logged(db, network, "like", user_id, post.author_id, post.post_id)
+                                                                               liked_at, applied) + logged)
+    dirty.note_marked(keys)
     return count
 
 
 def unlike(db: Database, network: str, post: Post, user_id: int) -> int:
     buckets_f = posts.start_term_buckets(db, network, post.post_id)
     applied = likes.claim_unlike(db, network, post.post_id, user_id)
+    logged, keys = _log_writes(db, network, "unlike", user_id, post.author_id, post.post_id) if applied else ([], [])
     count = _publish_likes(db, network, post, buckets_f, likes.unlike_done_writes(network, post.post_id, user_id,
-                                                                                 applied))
-    if applied:
-        _logged(db, network, "unlike", user_id, post.author_id, post.post_id)
+                                                                                 applied) + logged)
+    dirty.note_marked(keys)
     return count
 
 
@@ -203,8 +214,10 @@ def _publish_likes(db: Database, network: str, post: Post, buckets_f=None,
 
 
 # -- follow / unfollow -----------------------------------------------------------------------------------------
-# A follow is the transaction on the follower's own row, then one round of writes (the followee-side row, the
-# counters, the exclusion flag), then the counts and the celebrity mark read together: four rounds in all.
+# A follow is the transaction on the follower's own row (with the followee's celebrity flag read beside it),
+# then one round of writes (the followee-side row, the counters, the exclusion flag, the activity log, the
+# celebrity mark when the followee is known as one), then the counts and the celebrity flag read again: three
+# rounds after the accounts are read.
 @dataclasses.dataclass(frozen=True)
 class FollowResult:
     changed: bool  # False when the request repeated a state (nothing was counted)
@@ -218,19 +231,28 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     """`follower` starts following `followee`. A followee reaching the hybrid threshold is promoted by a job."""
     ns = ns or network_settings()
     a, b = follower.account_id, followee.account_id
+    known_celebrity_f = accounts.start_is_celebrity(db, network, b)
     changed = relations.claim_follow(db, network, follower, followee)
+    known_celebrity = accounts.is_celebrity_from(known_celebrity_f)
+    logged, keys = _log_writes(db, network, "follow", a, b) if changed else ([], [])
     db.execute_many(relations.follow_writes(network, follower, followee)
                     + (accounts.count_writes(network, a, b, +1) if changed else [])
-                    + [timelines.excluded_write(network, a, b, False)])
-    if changed:
-        _logged(db, network, "follow", a, b)
+                    + [timelines.excluded_write(network, a, b, False),
+                       timelines.ranking_stale_write(network, a, datetime.now(UTC))]
+                    + (list(relations.mark_writes(network, [a], b)) if known_celebrity else [])
+                    + logged)
+    dirty.note_marked(keys)
     # Read after the followee-side row is written: a promotion job that missed this follower in its follower
     # list has already put the followee in the celebrity set, so this read sees it and marks the follower.
     celebrity_f = accounts.start_is_celebrity(db, network, b)
     follower, followee = _with_fresh_counts(db, network, follower, followee)
     if accounts.is_celebrity_from(celebrity_f):
-        relations.mark_celebrity_followed(db, network, [a], b)
-    elif changed:
+        if not known_celebrity:
+            relations.mark_celebrity_followed(db, network, [a], b)
+        return FollowResult(changed, follower, followee, False)
+    if known_celebrity:  # demoted since the first read: the mark written above goes
+        relations.unmark_celebrity_followed(db, network, [a], b)
+    if changed:
         _add_author_to_cache(db, ns, network, a, b)
         if ns.is_celebrity(followee.follower_count):
             jobs.enqueue(db, network, jobs.CELEBRITY, b)
@@ -246,12 +268,14 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     ns = ns or network_settings()
     a, b = follower.account_id, followee.account_id
     changed = relations.claim_unfollow(db, network, a, b)
+    logged, keys = _log_writes(db, network, "unfollow", a, b) if changed else ([], [])
     db.execute_many(relations.unfollow_writes(network, a, b)
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
-                    + [timelines.excluded_write(network, a, b, True)]
-                    + list(relations.unmark_writes(network, [a], b)))
-    if changed:
-        _logged(db, network, "unfollow", a, b)
+                    + [timelines.excluded_write(network, a, b, True),
+                       timelines.ranking_stale_write(network, a, datetime.now(UTC))]
+                    + list(relations.unmark_writes(network, [a], b))
+                    + logged)
+    dirty.note_marked(keys)
     celebrity_f = accounts.start_is_celebrity(db, network, b) if changed else None
     follower, followee = _with_fresh_counts(db, network, follower, followee)
     if celebrity_f is not None and followee.follower_count < ns.demote_below and accounts.is_celebrity_from(
@@ -361,15 +385,99 @@ def build_cache(db: Database, network: str, account_id: int, ns: NetworkSettings
 
 
 def home_of(db: Database, network: str, account_id: int, order: str = "newest",
-            ns: NetworkSettings | None = None) -> dict[str, Any] | None:
+            ns: NetworkSettings | None = None, *, fresh: bool = False) -> dict[str, Any] | None:
     """Q4: the account's counts and the 25 newest, or the 25 most-liked, posts of its home timeline (the
     newest `cap` posts of the accounts it follows); None when the account is unknown.
 
-    The cache answers when it is built (else it is built now, a read of the followed authors' newest posts);
-    rows of unfollowed authors, of celebrities (merged from their own posts instead) and of deleted posts are
-    skipped; a cache left short of a page by them is rebuilt. Like counts come from the posts.
+    By likes, a ranking of the window made less than `likes_rank_max_age` seconds ago is reused (twice that:
+    reused while it is ranked again in the background): the page is its best posts by their current like
+    counts, without those deleted since. The reader's own follows and a cache rebuild re-rank at once.
+    `fresh` ranks now whatever the setting (admin commands).
     """
     ns = ns or network_settings()
+    if order == "likes" and ns.likes_rank_max_age > 0 and not fresh:
+        served = _home_from_ranking(db, ns, network, account_id)
+        if served is not _NOT_RANKED:
+            return served
+    return _home_computed(db, ns, network, account_id, order)
+
+
+_NOT_RANKED = object()  # no usable ranking: rank the window now
+_RANKING_KEPT = 2  # x page size: post ids a ranking keeps, so posts deleted since still leave a full page
+
+
+def _home_from_ranking(db: Database, ns: NetworkSettings, network: str, account_id: int) -> Any:
+    """Q4 by likes from the reader's last ranking, or _NOT_RANKED when there is none it may use."""
+    account_f = accounts.start_get_account(db, network, account_id)
+    state_f = timelines.start_state(db, network, account_id)
+    ranking_f = timelines.start_ranking(db, network, account_id)
+    account = accounts.account_from(account_f)
+    if account is None:
+        return None
+    state, ranking = timelines.state_from(state_f), timelines.ranking_from(ranking_f)
+    if state is None or ranking is None or not ranking.usable(state):
+        return _NOT_RANKED
+    age = ranking.age(datetime.now(UTC))
+    if not -1 <= age < 2 * ns.likes_rank_max_age:  # (a second of clock skew between workers is tolerated)
+        return _NOT_RANKED
+    found = posts.posts_by_ids(db, network, ranking.post_ids)
+    ranked = [found[i] for i in ranking.post_ids if i in found]
+    if len(ranked) < min(ns.page_size, len(ranking.post_ids)):
+        return _NOT_RANKED  # deleted posts left the page short: rank again
+    if age >= ns.likes_rank_max_age:
+        _rerank_later(db, ns, network, account_id)
+    return {"account": account, "order": "likes", "posts": _by_likes(ranked, ns.page_size), "cache_rebuilt": False,
+            "ranked_at": ranking.ranked_at}
+
+
+def _by_likes(candidates: list[Post], n: int) -> list[Post]:
+    return heapq.nsmallest(n, candidates, key=lambda p: (-p.like_count, -p.post_id))
+
+
+# Re-ranking in the background: one thread per process (created in the process that uses it, so after
+# gunicorn's fork), at most one pending ranking per reader.
+_rerank_lock = threading.Lock()
+_rerank_pool: tuple[int, ThreadPoolExecutor] | None = None
+_reranking: dict[tuple[str, str, int], Future] = {}
+
+
+def _rerank_later(db: Database, ns: NetworkSettings, network: str, account_id: int) -> None:
+    global _rerank_pool
+    key = (db.keyspace, network, account_id)
+    with _rerank_lock:
+        if key in _reranking:
+            return
+        if _rerank_pool is None or _rerank_pool[0] != os.getpid():
+            _rerank_pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="chronicle-rerank"))
+
+        def rerank() -> None:
+            try:
+                _home_computed(db, ns, network, account_id, "likes")
+            except Exception as e:  # the next read ranks again (or serves this ranking until it is too old)
+                log.warning("rerank_failed", network=network, account_id=account_id, error=repr(e))
+            finally:
+                with _rerank_lock:
+                    _reranking.pop(key, None)
+        _reranking[key] = _rerank_pool[1].submit(rerank)
+
+
+def settle_reranking(timeout: float = 30.0) -> int:
+    """Wait for the background rankings this process started (tests, benchmarks); returns how many."""
+    with _rerank_lock:
+        pending = list(_reranking.values())
+    for f in pending:
+        f.result(timeout=timeout)
+    return len(pending)
+
+
+def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: int, order: str
+                   ) -> dict[str, Any] | None:
+    """Q4 ranked now. The cache answers when it is built (else it is built now, a read of the followed authors'
+    newest posts); rows of unfollowed authors, of celebrities (merged from their own posts instead) and of
+    deleted posts are skipped; a cache left short of a page by them is rebuilt. Like counts come from the
+    posts. By likes, the ranking is kept for the next reads."""
+    now = datetime.now(UTC)
+    ranked_at = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored (milliseconds)
     needed = ns.cache_cap if order == "likes" else ns.page_size
     account_f = accounts.start_get_account(db, network, account_id)
     state_f = timelines.start_state(db, network, account_id)
@@ -408,8 +516,12 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
         window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
     celebrity_posts = merged_f()
     window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))
+    kept_f = None
     if order == "likes":
-        page = heapq.nsmallest(ns.page_size, window, key=lambda p: (-p.like_count, -p.post_id))
+        if ns.likes_rank_max_age > 0:
+            kept_f = timelines.start_put_ranking(db, network, account_id, ranked_at, state,
+                                                 [p.post_id for p in _by_likes(window, ns.page_size * _RANKING_KEPT)])
+        page = _by_likes(window, ns.page_size)
         if slim:
             bare = {p.post_id for p in page if p.author_id not in celebrities}
             full = posts.posts_by_ids(db, network, bare)
@@ -418,8 +530,10 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
                     for p in page if p.post_id not in bare or p.post_id in full]
     else:
         page = window[:ns.page_size]
+    if kept_f is not None:
+        kept_f.result()
     return {"account": account, "order": order, "posts": page, "cache_rebuilt": rebuilt,
-            "merged_celebrities": len(celebrity_posts)}
+            "merged_celebrities": len(celebrity_posts), **({"ranked_at": ranked_at} if order == "likes" else {})}
 
 
 def _read_cache(db: Database, network: str, account_id: int, state: CacheState, needed: int,

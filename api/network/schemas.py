@@ -53,6 +53,10 @@ class HomeSchema(Schema):
     order = fields.String(required=True)
     posts = fields.List(fields.Nested(PostSchema), required=True)
     cache_rebuilt = fields.Boolean(metadata={"description": "the home cache was (re)built by this read"})
+    ranked_at = fields.DateTime(metadata={
+        "description": "order=likes: when the window was ranked. A ranking is reused for "
+                       "CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE seconds (the like counts shown are current; the "
+                       "reader's own follows and unfollows re-rank at once)"})
 
 
 # Years 1970..9998 as written (any offset): every such time has a month key of four digits and converts to

@@ -11,6 +11,9 @@
 | CHRONICLE_NETWORK_FANOUT_CONCURRENCY | 256 | cache writes in flight during a fan-out |
 | CHRONICLE_NETWORK_FANOUT_BATCH | 10 | cache rows per unlogged batch, grouped by replica (1: one write per row) |
 | CHRONICLE_NETWORK_PAGE_SIZE | 25 | posts on a home page and in a search answer |
+| CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE | 10 | seconds a reader's home window ranked by likes is reused (Q4 |
+|   |   | order=likes: counts shown fresh; re-ranked in the background after this, before answering |
+|   |   | after twice this); 0 ranks on every read |
 | CHRONICLE_NETWORK_TIME_ZONE | UTC | the IANA time zone the network's activity days are cut in |
 """
 
@@ -31,6 +34,7 @@ class NetworkSettings:
     fanout_concurrency: int = 256
     fanout_batch: int = 10
     page_size: int = 25
+    likes_rank_max_age: float = 10.0
     time_zone: str = "UTC"
 
     @property
@@ -57,8 +61,20 @@ class NetworkSettings:
             fanout_concurrency=int(env("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", "256")),
             fanout_batch=int(env("CHRONICLE_NETWORK_FANOUT_BATCH", "10")),
             page_size=int(env("CHRONICLE_NETWORK_PAGE_SIZE", "25")),
+            likes_rank_max_age=_non_negative("CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE", env(
+                "CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE", "10")),
             time_zone=_zone(env("CHRONICLE_NETWORK_TIME_ZONE", "UTC")),
         )
+
+
+def _non_negative(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ValueError(f"{name}: {value!r} is not a number of seconds >= 0")
+    return seconds
 
 
 def _zone(name: str) -> str:

@@ -1,6 +1,7 @@
 """Home timelines (Q4, Q5): home_timeline_buckets (the caches fed by fan-out), home_cache_state (whether a
 cache is built, from when, and from which post time on it is complete) and home_excluded_authors (authors an
-account unfollowed, whose cached rows it must skip).
+account unfollowed, whose cached rows it must skip) and home_likes_rankings (a reader's window as last ranked by
+likes, reused for a few seconds).
 
 Layout: a fan-out row goes into the bucket of the hour it is written (a post is never dated in the future, so
 a bucket holds posts no newer than its hour's end); a build writes its rows into a bucket of its own, keyed by
@@ -26,7 +27,7 @@ from api.network.common import to_utc
 from api.network.settings import NetworkSettings
 from api.network.values import Post
 
-TABLES = frozenset({"home_timeline_buckets", "home_cache_state", "home_excluded_authors"})
+TABLES = frozenset({"home_timeline_buckets", "home_cache_state", "home_excluded_authors", "home_likes_rankings"})
 FUTURE_SLACK = timedelta(minutes=5)  # how far in the future a post may be dated (see actions.create_post)
 STATE_TTL = 24 * 3600  # a cache is rebuilt at least daily: a read walks at most 25 hour buckets
 
@@ -53,6 +54,14 @@ EXCLUDE_AUTHOR = Statement(
     "INSERT INTO home_excluded_authors (network, account_id, author_id, excluded) VALUES (?, ?, ?, ?)")
 EXCLUDED_AUTHORS = Statement(
     "SELECT author_id, excluded FROM home_excluded_authors WHERE network = ? AND account_id = ?")
+GET_RANKING = Statement(
+    "SELECT ranked_at, cache_built_at, post_ids, stale_since FROM home_likes_rankings "
+    "WHERE network = ? AND account_id = ?")
+PUT_RANKING = Statement(
+    "INSERT INTO home_likes_rankings (network, account_id, ranked_at, cache_built_at, post_ids) "
+    "VALUES (?, ?, ?, ?, ?)")
+MARK_RANKING_STALE = Statement(
+    "UPDATE home_likes_rankings SET stale_since = ? WHERE network = ? AND account_id = ?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +84,25 @@ class CacheState:
     @property
     def build_bucket(self) -> int:
         return -int(self.built_at.timestamp())
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    """A reader's home window as ranked by likes at `ranked_at` (best first), from the cache build
+    `cache_built_at`; `stale_since`: when the reader's follows last changed."""
+
+    ranked_at: datetime
+    cache_built_at: datetime
+    post_ids: list[int]
+    stale_since: datetime | None
+
+    def usable(self, state: CacheState) -> bool:
+        """Ranked from this cache build, and after the reader's last follow or unfollow."""
+        return (self.cache_built_at == state.built_at
+                and (self.stale_since is None or self.stale_since < self.ranked_at))
+
+    def age(self, now: datetime) -> float:
+        return (now - self.ranked_at).total_seconds()
 
 
 def hour_bucket(at: datetime) -> int:
@@ -107,7 +135,8 @@ def write_build(db: Database, ns: NetworkSettings, network: str, account_id: int
                 complete: bool) -> CacheState:
     """Write a new build of one account's cache (its newest posts, newest first) and record its state; returns
     the state written, so the caller need not read it back."""
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = datetime.now(UTC)
+    now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored: a build's identity (rankings)
     state = CacheState(now, None if complete or not posts else posts[-1].posted_at, complete)
     _fan(db, ns, (_row(network, account_id, state.build_bucket, p, ns.cache_ttl) for p in posts))
     db.execute(PUT_STATE, (network, account_id, state.built_at, _u(state.cutoff), complete,
@@ -132,6 +161,29 @@ def state_from(future) -> CacheState | None:
 def get_state(db: Database, network: str, account_id: int, *, fresh: bool = False) -> CacheState | None:
     row = db.execute(GET_STATE_FRESH if fresh else GET_STATE, (network, account_id)).one()
     return CacheState.from_row(row) if row is not None else None
+
+
+def start_ranking(db: Database, network: str, account_id: int):
+    return db.execute_async(GET_RANKING, (network, account_id))
+
+
+def ranking_from(future) -> Ranking | None:
+    row = future.result().one()
+    if row is None or row.post_ids is None or row.ranked_at is None or row.cache_built_at is None:
+        return None  # no ranking, or only a stale mark left by a follow
+    return Ranking(to_utc(row.ranked_at), to_utc(row.cache_built_at), list(row.post_ids),
+                   to_utc(row.stale_since) if row.stale_since is not None else None)
+
+
+def start_put_ranking(db: Database, network: str, account_id: int, ranked_at: datetime, state: CacheState,
+                      post_ids: list[int]):
+    """Keep a ranking of the reader's window (best first); `ranked_at`: when its reads started."""
+    return db.execute_async(PUT_RANKING, (network, account_id, ranked_at, state.built_at, post_ids))
+
+
+def ranking_stale_write(network: str, account_id: int, at: datetime) -> tuple[Statement, Params]:
+    """The reader's follows changed at `at`: a ranking made before then is not reused."""
+    return MARK_RANKING_STALE, (at, network, account_id)
 
 
 def set_excluded(db: Database, network: str, account_id: int, author_id: int, excluded: bool) -> None:

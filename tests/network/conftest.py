@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from api.network import cleaning, generator
-from api.network.settings import NetworkSettings, network_settings, set_network_settings
-from tests.network.helpers import CAP, Net, load_net
+from api.network.settings import network_settings, set_network_settings
+from tests.network.helpers import CAP, Net, exact_settings, load_net
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +27,7 @@ def net_files():
 def hybrid_off():
     """Every network test starts with hybrid off and the small cap, and leaves the settings as it found them."""
     previous = network_settings()
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
     yield
     set_network_settings(previous)
 

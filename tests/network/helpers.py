@@ -10,11 +10,18 @@ from pathlib import Path
 from api.db import Database
 from api.network import actions, loader
 from api.network.jobs import JobWorker, Stats
+from api.network.settings import NetworkSettings
 from tests.network.reference import Reference
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = {"Authorization": "Bearer test-admin-token"}
 CAP = 40  # home-cache cap of the network tests: small, so caps and cutoffs are exercised
+
+
+def exact_settings(**kw) -> NetworkSettings:
+    """Network settings that rank Q4 by likes on every read: the reference tests compare each read with the
+    brute-force answer right after each change (tests/network/test_likes_ranking.py covers reused rankings)."""
+    return NetworkSettings(likes_rank_max_age=0, **kw)
 
 
 @dataclasses.dataclass

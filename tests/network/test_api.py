@@ -7,16 +7,16 @@ from datetime import UTC, datetime
 
 from api.db import get_db
 from api.network import accounts, actions, likes
-from api.network.settings import NetworkSettings, set_network_settings
+from api.network.settings import set_network_settings
 from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
-from tests.network.helpers import ADMIN, CAP, run_jobs
+from tests.network.helpers import ADMIN, CAP, exact_settings, run_jobs
 
 
 def hybrid(on: bool, net) -> int:
     """Hybrid threshold: the follower count of the 5th most-followed account (so the top ~5 are merged), set and
     applied to the network (the job an operator runs after changing the setting)."""
     threshold = net.ref.q2(5)[-1][1] if on else 0
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
     actions.apply_threshold(get_db(), net.name)
     return threshold
 
@@ -230,7 +230,7 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     ranked = [a for a, _ in ref.q2(100)]
     faller = next(a for a in ranked[10:] if ref.q1(a) and len(ref.followers(a)) >= 3)
     threshold = len(ref.followers(faller))
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
     actions.apply_threshold(get_db(), net.name)
     assert accounts.is_celebrity(get_db(), net.name, faller)
     readers = sorted(ref.followers(faller))[:8]  # a sample of its followers: each is checked the same way
@@ -268,7 +268,7 @@ def test_hysteresis_keeps_a_celebrity_just_below_the_threshold(fresh_net, client
     ref = net.ref
     celeb = ref.q2(1)[0][0]
     threshold = len(ref.followers(celeb))
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.5, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, hybrid_hysteresis=0.5, cache_cap=CAP))
     actions.apply_threshold(get_db(), net.name)
     leaver = sorted(ref.followers(celeb))[0]
     r = client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{celeb}", headers=ADMIN).json

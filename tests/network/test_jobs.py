@@ -13,9 +13,9 @@ from api.cli import chronicle
 from api.db import get_db
 from api.network import accounts, jobs, search
 from api.network.jobs import JobWorker
-from api.network.settings import NetworkSettings, set_network_settings
+from api.network.settings import set_network_settings
 from tests.network.checks import check_posts, check_search
-from tests.network.helpers import ADMIN, CAP, run_jobs, stop_jobs
+from tests.network.helpers import ADMIN, CAP, exact_settings, run_jobs, stop_jobs
 
 
 def _cli(*args: str, code: int = 0, stdin: str | None = None):
@@ -28,7 +28,7 @@ def test_the_cli_worker_promotes_an_account_that_crossed(fresh_net, client):
     net, ref = fresh_net, fresh_net.ref
     riser = next(a for a, _ in ref.q2(100)[10:] if ref.q1(a))
     threshold = len(ref.followers(riser)) + 1
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
     newcomer = next(u for u in sorted(ref.usernames) if u != riser and riser not in ref.follows(u))
     r = client.put(f"/networks/{net.name}/accounts/{newcomer}/follows/{riser}", headers=ADMIN)
     assert (r.status_code, r.json["changed"], r.json["celebrity_job"]) == (200, True, True)

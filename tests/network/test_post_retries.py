@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from api.db import get_db
 from api.network import accounts, likes, post_requests, posts, search
 from api.network.common import new_post_id
-from api.network.settings import NetworkSettings, set_network_settings
+from api.network.settings import set_network_settings
 from api.network.values import Post
 from tests.network.checks import check_home, check_posts
-from tests.network.helpers import ADMIN, CAP
+from tests.network.helpers import ADMIN, CAP, exact_settings
 
 
 def _author_with_followers(ref, skip=()) -> int:
@@ -39,7 +39,7 @@ def _stored_once(client, net, author: int, word: str, post_id: int) -> None:
 
 def test_a_retry_with_the_same_key_answers_the_same_post_and_stores_it_once(fresh_net, client):
     net = fresh_net
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
     author = _author_with_followers(net.ref)
     check_home(client, net.name, net.ref, sorted(net.ref.followers(author))[:6])  # caches built: fan-out fills them
     key = str(uuid.uuid4())
@@ -95,7 +95,7 @@ def test_a_retry_finishes_what_a_first_request_that_died_part_way_left(fresh_net
     died after indexing (before fan-out): the retry completes it, indexes it once, fans it out, and keeps the
     likes the post got meanwhile."""
     net = fresh_net
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
     db = get_db()
     author = _author_with_followers(net.ref)
     check_home(client, net.name, net.ref, sorted(net.ref.followers(author))[:6])
@@ -134,7 +134,7 @@ def test_a_retry_finishes_what_a_first_request_that_died_part_way_left(fresh_net
 
 def test_concurrent_retries_of_one_post_store_it_once(fresh_net, app):
     net = fresh_net
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
     author = _author_with_followers(net.ref)
     answers: list = []
     start = threading.Barrier(8)

@@ -11,10 +11,10 @@ import pytest
 
 from api.db import get_db
 from api.network import accounts, actions, likes, posts, search
-from api.network.settings import NetworkSettings, set_network_settings
+from api.network.settings import set_network_settings
 from api.network.tokens import query_terms
 from tests.network.checks import Q6_QUERIES, check_home
-from tests.network.helpers import ADMIN, CAP
+from tests.network.helpers import ADMIN, CAP, exact_settings
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_home_merges_recent_celebrity_posts_like_the_reference(fresh_net, client
     author = next(a for a, _ in ref.q2(100)[10:] if a != celeb)
     user = next(u for u in sorted(ref.followers(celeb)) if u not in (author, celeb))
     threshold = len(ref.followers(celeb))
-    set_network_settings(NetworkSettings(hybrid_threshold=threshold, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
     actions.apply_threshold(db, net.name)
     assert accounts.is_celebrity(db, net.name, celeb) and not accounts.is_celebrity(db, net.name, author)
     if author not in ref.follows(user):
@@ -165,7 +165,7 @@ def test_a_home_window_of_few_authors_reads_its_like_counts_by_partition(fresh_n
     those partitions: the counts equal the posts' own (after likes, an unlike, a deleted post and a row holding
     only a like count under an author's key), and the page equals the reference's."""
     net = fresh_net
-    set_network_settings(NetworkSettings(hybrid_threshold=0, cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
     ref, db = net.ref, get_db()
     author = next(a for a, _ in ref.q2(100) if len(ref.q1(a)) >= 12 and ref.followers(a))
     mine = [posts.get_post(db, net.name, p) for p in ref.q1(author)[:12]]

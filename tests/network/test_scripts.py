@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from api.network.settings import NetworkSettings, network_settings, set_network_settings
-from tests.network.helpers import CAP, load_script
+from api.network.settings import network_settings, set_network_settings
+from tests.network.helpers import CAP, exact_settings, load_script
 
 SCRIPTS = ("runtime_scripts/load_network.py", "runtime_scripts/insert_new_tweets.py",
            "runtime_scripts/init_cache_for_user.py", "runtime_scripts/compute_rankings.py",
@@ -37,7 +37,7 @@ def test_help_everywhere(scripts):
 
 def test_queries_through_scripts(net, scripts):
     ref, q = net.ref, scripts["network_query"]
-    set_network_settings(NetworkSettings(hybrid_threshold=ref.q2(5)[-1][1], cache_cap=CAP))
+    set_network_settings(exact_settings(hybrid_threshold=ref.q2(5)[-1][1], cache_cap=CAP))
     for account, _ in ref.q2(6):
         got = run(q, "--network", net.name, "q1", "--account-id", account)
         assert [p["post_id"] for p in got] == ref.q1(account)
