@@ -90,10 +90,14 @@ def create_scratch_keyspace(prefix: str = "scale", *, node: NodeSpec | None = No
     if not re.fullmatch(r"[a-z][a-z0-9]{0,15}", prefix):
         raise ValueError(f"scratch keyspace prefix {prefix!r}: 1-16 lower-case letters and digits")
     keyspace = f"{prefix}_{datetime.now(UTC):%Y%m%dt%H%M%S}_{secrets.token_hex(3)}"
-    settings = scratch_settings(keyspace, node=node, replication=replication, **overrides)
+    return _migrated(scratch_settings(keyspace, node=node, replication=replication, **overrides), log)
+
+
+def _migrated(settings: Settings, log: Callable[[str], None]) -> Database:
+    """Apply the pending migrations of `cql/` to the settings' keyspace; a Database on it."""
     admin = Database(settings, keyspace="")
     try:
-        migrate(admin, keyspace, settings.replication_map(), log=log)
+        migrate(admin, settings.keyspace, settings.replication_map(), log=log)
     finally:
         admin.close()
     return Database(settings)
@@ -105,13 +109,7 @@ def open_scratch_keyspace(keyspace: str, *, log: Callable[[str], None] = lambda 
     measurement repeated after a schema change)."""
     if not SCRATCH_RE.fullmatch(keyspace):
         raise ValueError(f"{keyspace!r} is not a scratch keyspace")
-    settings = scratch_settings(keyspace, **overrides)
-    admin = Database(settings, keyspace="")
-    try:
-        migrate(admin, keyspace, settings.replication_map(), log=log)
-    finally:
-        admin.close()
-    return Database(settings)
+    return _migrated(scratch_settings(keyspace, **overrides), log)
 
 
 def drop_scratch_keyspace(db: Database) -> None:
