@@ -375,7 +375,8 @@ def verdict(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     cache_rows = parts.get("home_timeline_buckets", {}).get("max_rows", 0)
     big = {t: {"rows": p.get("max_rows", 0), "bytes": p["max_partition_bytes"]} for t, p in parts.items()
            if p.get("max_rows", 0) > TARGETS["partition_rows"] or p["max_partition_bytes"] > TARGETS["partition_bytes"]}
-    named = {"follower_relations_by_account"}  # the 1M-follower partition: docs/network-scale.md
+    # The 1M-follower and the 200k-like partitions: who follows, who liked (docs/network-scale.md).
+    named = {"follower_relations_by_account", "likes_by_post"}
     out_v = {
         "follow_unfollow": {"p99_ms": worst(["follow_unfollow_celebrity"]),
                             "target": TARGETS["follow_unfollow_p99_ms"]},
