@@ -42,7 +42,7 @@ from api.network import (
     search,
     timelines,
 )
-from api.network.common import heaviest, new_post_id, to_utc
+from api.network.common import heaviest, new_post_id, now_ms, to_utc
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, network_settings
 from api.network.timelines import FUTURE_SLACK, CacheState
@@ -476,8 +476,7 @@ def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: 
     newest posts); rows of unfollowed authors, of celebrities (merged from their own posts instead) and of
     deleted posts are skipped; a cache left short of a page by them is rebuilt. Like counts come from the
     posts. By likes, the ranking is kept for the next reads."""
-    now = datetime.now(UTC)
-    ranked_at = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored (milliseconds)
+    ranked_at = now_ms()
     needed = ns.cache_cap if order == "likes" else ns.page_size
     account_f = accounts.start_get_account(db, network, account_id)
     state_f = timelines.start_state(db, network, account_id)

@@ -32,6 +32,12 @@ def to_utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
+def now_ms() -> datetime:
+    """Now in UTC, to the millisecond: as a Cassandra timestamp stores it, so a value read back compares equal."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def iso(ts: datetime) -> str:
     return to_utc(ts).isoformat().replace("+00:00", "Z")
 

@@ -23,7 +23,7 @@ from cassandra.query import UNSET_VALUE
 
 from api import partitions
 from api.db import Database, Params, Statement
-from api.network.common import to_utc
+from api.network.common import now_ms, to_utc
 from api.network.settings import NetworkSettings
 from api.network.values import Post
 
@@ -135,8 +135,7 @@ def write_build(db: Database, ns: NetworkSettings, network: str, account_id: int
                 complete: bool) -> CacheState:
     """Write a new build of one account's cache (its newest posts, newest first) and record its state; returns
     the state written, so the caller need not read it back."""
-    now = datetime.now(UTC)
-    now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # as stored: a build's identity (rankings)
+    now = now_ms()  # as stored: a build's identity (rankings)
     state = CacheState(now, None if complete or not posts else posts[-1].posted_at, complete)
     _fan(db, ns, (_row(network, account_id, state.build_bucket, p, ns.cache_ttl) for p in posts))
     db.execute(PUT_STATE, (network, account_id, state.built_at, _u(state.cutoff), complete,
