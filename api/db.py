@@ -44,6 +44,7 @@ _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE
 # A lightweight transaction: `IF NOT EXISTS`, `IF EXISTS` or `IF <column> ...` after the statement's WHERE/VALUES.
 _CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
 _BATCH_PARTITIONS = 10  # Cassandra's unlogged_batch_across_partitions_warn_threshold
+_BATCH_BYTES = 4096  # below batch_size_warn_threshold (5 KiB): a larger write goes alone (no batch limit applies)
 _FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
@@ -339,6 +340,74 @@ class Database:
             for name in {stmt.name for stmt, _ in writes}:
                 metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
         return len(writes)
+
+    def execute_together(self, writes: Sequence[tuple[Statement, Params]]) -> int:
+        """A request's handful of small writes, each to its own partition, in as few requests as Cassandra
+        takes them: unlogged batches of the plain writes and counter batches of the counter updates, per
+        consistency level, of at most 10 writes and 4 KiB each (the node warns about batches over more
+        partitions or 5 KiB; a larger write goes alone).
+
+        For the tiny rows of one user action (a follow or a like writes eight of a few dozen bytes): the driver
+        spends more on each request than the node spends on each row, so one request instead of eight saves
+        most of the round's client CPU. Like separate writes, a batch is not atomic; a batch of idempotent
+        writes is retried like one write, a counter batch is not. Returns the number of writes."""
+        futures = [(stmts, self.session.execute_async(request, timeout=self.settings.request_timeout))
+                   for stmts, request in self._together_requests(writes)]
+        started = time.perf_counter()
+        try:
+            for stmts, future in futures:
+                try:
+                    future.result()
+                except Exception as exc:
+                    metrics.CASSANDRA_ERRORS.labels(stmts[0].name + " (together)", type(exc).__name__).inc()
+                    raise
+        finally:
+            elapsed = time.perf_counter() - started
+            for name in {stmt.name for stmt, _ in writes}:
+                metrics.CASSANDRA_LATENCY.labels(name + " (together)").observe(elapsed)
+        return len(writes)
+
+    def _together_requests(self, writes: Sequence[tuple[Statement, Params]]) -> list[tuple[list[Statement], Any]]:
+        """(statements, request) for each batch or lone write of `execute_together`."""
+        groups: dict[tuple[bool, int], list[tuple[Statement, Any]]] = {}
+        for stmt, params in writes:
+            if stmt.conditional:
+                raise ValueError(f"{stmt.name}: a lightweight transaction cannot join a batch of other partitions")
+            prepared = self.prepared(stmt)
+            groups.setdefault((self._is_counter(prepared), prepared.consistency_level), []).append(
+                (stmt, self._bind(stmt, params)))
+        out: list[tuple[list[Statement], Any]] = []
+
+        def flush(part: list[tuple[Statement, Any]], counter: bool, level: int) -> None:
+            if len(part) == 1:
+                out.append(([part[0][0]], part[0][1]))
+                return
+            batch = BatchStatement(batch_type=BatchType.COUNTER if counter else BatchType.UNLOGGED,
+                                   consistency_level=level)
+            for _stmt, bound in part:
+                batch.add(bound)
+            batch.is_idempotent = all(stmt.idempotent for stmt, _ in part)
+            out.append(([stmt for stmt, _ in part], batch))
+
+        for (counter, level), rows in groups.items():
+            part: list[tuple[Statement, Any]] = []
+            size = 0
+            for row in rows:
+                # The serialized values (what the node counts); unset and null ones are not bytes.
+                row_size = sum(len(v) for v in row[1].values if isinstance(v, bytes))
+                if part and (len(part) == _BATCH_PARTITIONS or size + row_size > _BATCH_BYTES):
+                    flush(part, counter, level)
+                    part, size = [], 0
+                part.append(row)
+                size += row_size
+            if part:
+                flush(part, counter, level)
+        return out
+
+    @staticmethod
+    def _is_counter(prepared: PreparedStatement) -> bool:
+        """Whether the statement updates counters (they go in counter batches; other writes may not)."""
+        return any(col.type.typename == "counter" for col in prepared.column_metadata or ())
 
     def _many_requests(self, chunk: list[tuple[Statement, Params]], batch_size: int,
                        partitions_per_batch: int = _BATCH_PARTITIONS) -> list[tuple[Any, Any, int, Statement]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
 from cassandra.cqltypes import LongType, UTF8Type
 from cassandra.query import BatchStatement
 
@@ -31,6 +32,41 @@ def test_batches_cover_at_most_ten_partitions_and_every_row_lands(db: Database):
     for account, targets in wanted.items():
         got = {r.target_id for r in db.execute(LIST_RELATIONS, (network, account, FOLLOWER))}
         assert got == targets, account
+
+
+def test_writes_sent_together_stay_under_the_batch_warnings_and_every_write_lands(db: Database):
+    """execute_together: plain writes in unlogged batches of at most 10 partitions and 4 KiB, counter updates in
+    counter batches of their own, a write too large for a batch alone; every row and increment lands once, and a
+    lightweight transaction is refused."""
+    from cassandra.query import BatchType
+
+    from api.network import accounts, relations
+
+    network = f"together{secrets.token_hex(3)}"
+    big = "x" * 3000  # two of these exceed 4 KiB together
+    rows = {a: f"u{a}" for a in range(1, 13)} | {13: big, 14: big, 15: "y" * 6000}
+    writes = [relation_write(network, a, FOLLOWER, 1000 + a, name) for a, name in rows.items()]
+    writes += accounts.count_writes(network, 7, 8, 3) + accounts.count_writes(network, 9, 8, 2)
+    plan = db._together_requests(writes)
+    assert sum(len(stmts) for stmts, _ in plan) == len(writes)
+    for stmts, request in plan:
+        counters = {s is accounts.ADD_FOLLOWERS or s is accounts.ADD_FOLLOWS for s in stmts}
+        assert len(counters) == 1, "counter updates never share a batch with other writes"
+        if isinstance(request, BatchStatement):
+            assert len(stmts) <= 10
+            assert request.batch_type == (BatchType.COUNTER if counters == {True} else BatchType.UNLOGGED)
+            assert sum(len(v) for _p, _s, values in request._statements_and_parameters for v in values
+                       if isinstance(v, bytes)) <= 4096
+    alone = [stmts for stmts, request in plan if not isinstance(request, BatchStatement)]
+    assert len(alone) >= 1 and len(plan) < len(writes) / 2
+    assert db.execute_together(writes) == len(writes)
+    for account, name in rows.items():
+        got = [(r.target_id, r.target_username) for r in db.execute(LIST_RELATIONS, (network, account, FOLLOWER))]
+        assert got == [(1000 + account, name)], account
+    assert accounts.fresh_counts(db, network, [7, 8, 9]) == {7: (0, 3), 8: (5, 0), 9: (0, 2)}
+    claim = (relations.FOLLOW_IF_NEW, (network, 1, 2, "u2"))
+    with pytest.raises(ValueError, match="lightweight transaction"):
+        db.execute_together([claim])
 
 
 def _batch_partitions(batch: BatchStatement) -> list[tuple[str, int]]:

@@ -1,6 +1,6 @@
 """Accounts and their counts: network_accounts (one row per account: its name), network_account_counts
-(follower and follows counters, 64 buckets per network) and celebrity_accounts (the authors merged into home
-pages at read time instead of fanned out).
+(follower and follows counters, 64 buckets per network), celebrity_accounts (the authors merged into home
+pages at read time instead of fanned out) and celebrity_post_times (when each celebrity last posted).
 
 Counts are counters moved by +1/-1 only by a follow or unfollow whose lightweight transaction changed the
 relation (see relations.py), so a repeated or retried request never counts twice; bulk loads and the reconcile
@@ -11,15 +11,17 @@ partition to count it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import ResponseFuture
 
 from api import partitions
 from api.db import Database, Params, Statement
+from api.network.common import to_utc
 from api.network.values import Account
 
-TABLES = frozenset({"network_accounts", "network_account_counts", "celebrity_accounts"})
+TABLES = frozenset({"network_accounts", "network_account_counts", "celebrity_accounts", "celebrity_post_times"})
 COUNT_BUCKETS = 64  # 6.4M accounts per network at 100k rows per partition
 
 GET_ACCOUNT = Statement("SELECT account_id, username FROM network_accounts WHERE network = ? AND account_id = ?")
@@ -47,6 +49,13 @@ IS_CELEBRITY = Statement(
     consistency=ConsistencyLevel.LOCAL_QUORUM)
 PUT_CELEBRITY = Statement("INSERT INTO celebrity_accounts (network, account_id, follower_count) VALUES (?, ?, ?)")
 DELETE_CELEBRITY = Statement("DELETE FROM celebrity_accounts WHERE network = ? AND account_id = ?")
+# Write time = post time: of two posts' writes, the newer post's time stays whatever order they land in.
+PUT_POST_TIME = Statement(
+    "INSERT INTO celebrity_post_times (network, account_id, posted_at) VALUES (?, ?, ?) USING TIMESTAMP ?")
+GET_POST_TIMES = Statement(
+    "SELECT account_id, posted_at FROM celebrity_post_times WHERE network = ? AND account_id IN ?")
+DELETE_POST_TIME = Statement("DELETE FROM celebrity_post_times WHERE network = ? AND account_id = ?")
+_POST_TIMES_PER_READ = 100  # celebrities per read (rows of one partition)
 SET_THRESHOLD = Statement("UPDATE celebrity_accounts SET threshold = ?, threshold_since = ? WHERE network = ?")
 
 
@@ -55,14 +64,17 @@ def bucket_of(account_id: int) -> int:
 
 
 # -- one account -----------------------------------------------------------------------------------------------
-def start_get_account(db: Database, network: str, account_id: int) -> tuple[ResponseFuture, ResponseFuture]:
-    """Send the reads of one account (name, counts); `account_from` turns them into an Account (or None)."""
+def start_get_account(db: Database, network: str, account_id: int, *, counts: bool = True
+                      ) -> tuple[ResponseFuture, ResponseFuture | None]:
+    """Send the reads of one account (name, and counts unless the caller has no use for them: an action that
+    reads them fresh after its own change); `account_from` turns them into an Account (or None)."""
     return (db.execute_async(GET_ACCOUNT, (network, account_id)),
-            db.execute_async(GET_COUNTS, (network, bucket_of(account_id), account_id)))
+            db.execute_async(GET_COUNTS, (network, bucket_of(account_id), account_id)) if counts else None)
 
 
-def account_from(futures: tuple[ResponseFuture, ResponseFuture]) -> Account | None:
-    row, counts = futures[0].result().one(), futures[1].result().one()
+def account_from(futures: tuple[ResponseFuture, ResponseFuture | None]) -> Account | None:
+    row = futures[0].result().one()
+    counts = futures[1].result().one() if futures[1] is not None else None
     return Account.from_row(row, counts) if row is not None else None
 
 
@@ -156,7 +168,26 @@ def add_celebrity(db: Database, network: str, account_id: int, follower_count: i
 
 
 def remove_celebrity(db: Database, network: str, account_id: int) -> None:
-    db.execute(DELETE_CELEBRITY, (network, account_id))
+    db.execute_many([(DELETE_CELEBRITY, (network, account_id)), (DELETE_POST_TIME, (network, account_id))])
+
+
+def post_time_write(network: str, account_id: int, posted_at: datetime) -> tuple[Statement, Params]:
+    """Record that celebrity `account_id` posted at `posted_at` (kept only if newer than what is recorded)."""
+    return PUT_POST_TIME, (network, account_id, posted_at, int(posted_at.timestamp() * 1_000_000))
+
+
+def start_post_times(db: Database, network: str, account_ids: Iterable[int]) -> list[ResponseFuture]:
+    """Send the reads of when these celebrities last posted; `posted_since_from` answers from them."""
+    ids = sorted(set(account_ids))
+    return [db.execute_async(GET_POST_TIMES, (network, ids[i:i + _POST_TIMES_PER_READ]))
+            for i in range(0, len(ids), _POST_TIMES_PER_READ)]
+
+
+def posted_since_from(futures: list[ResponseFuture], account_ids: Iterable[int], since: datetime) -> list[int]:
+    """The celebrities among `account_ids` that may have posted at or after `since`: those recorded as posting
+    then or later, and those with no record (a load or a promotion not finished: their posts are read)."""
+    last = {r.account_id: r.posted_at for f in futures for r in f.result()}
+    return sorted(a for a in set(account_ids) if a not in last or to_utc(last[a]) >= since)
 
 
 def record_threshold(db: Database, network: str, threshold: int, since) -> None:

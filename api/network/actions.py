@@ -133,6 +133,9 @@ def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | Non
     (merged at read time)."""
     ns = ns or network_settings()
     if accounts.is_celebrity(db, network, post.author_id):
+        # Read after the post's rows were written: a promotion that added the author to the set before this
+        # read records its newest post time after the add, so one of the two records this post.
+        db.execute(*accounts.post_time_write(network, post.author_id, post.posted_at))
         return 0
     return timelines.add_to_caches(db, ns, network, [post],
                                    relations.ids(db, network, post.author_id, FOLLOWER))
@@ -205,10 +208,10 @@ def _publish_likes(db: Database, network: str, post: Post, buckets_f=None,
     buckets = posts.term_buckets_from(buckets_f or posts.start_term_buckets(db, network, post.post_id))
     tops_f = search.start_top_states(db, network, buckets)
     if writes:
-        db.execute_many(writes)
+        db.execute_together(writes)
     read_at = time.time_ns() // 1000
     count = likes.count(db, network, post.post_id)
-    db.execute_many(posts.like_count_writes(network, post, count, read_at)
+    db.execute_together(posts.like_count_writes(network, post, count, read_at)
                     + search.like_writes(network, post, buckets, count, search.top_states_from(tops_f), read_at))
     return count
 
@@ -235,7 +238,7 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     changed = relations.claim_follow(db, network, follower, followee)
     known_celebrity = accounts.is_celebrity_from(known_celebrity_f)
     logged, keys = _log_writes(db, network, "follow", a, b) if changed else ([], [])
-    db.execute_many(relations.follow_writes(network, follower, followee)
+    db.execute_together(relations.follow_writes(network, follower, followee)
                     + (accounts.count_writes(network, a, b, +1) if changed else [])
                     + [timelines.excluded_write(network, a, b, False),
                        timelines.ranking_stale_write(network, a, datetime.now(UTC))]
@@ -269,7 +272,7 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     a, b = follower.account_id, followee.account_id
     changed = relations.claim_unfollow(db, network, a, b)
     logged, keys = _log_writes(db, network, "unfollow", a, b) if changed else ([], [])
-    db.execute_many(relations.unfollow_writes(network, a, b)
+    db.execute_together(relations.unfollow_writes(network, a, b)
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
                     + [timelines.excluded_write(network, a, b, True),
                        timelines.ranking_stale_write(network, a, datetime.now(UTC))]
@@ -314,8 +317,20 @@ def promote(db: Database, network: str, author_id: int, follower_count: int) -> 
     marked = relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
                                                author_id)
     accounts.add_celebrity(db, network, author_id, follower_count)
+    record_post_times(db, network, [author_id])  # after the add: a post fanned out meanwhile is in posts_by_author
     return marked + relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
                                                       author_id)
+
+
+_NEVER_POSTED = datetime.fromtimestamp(0, UTC)
+
+
+def record_post_times(db: Database, network: str, author_ids: list[int]) -> int:
+    """Record when each of these celebrities last posted, from its newest post (after its promotion, or after a
+    load added posts): Q4 then skips the ones that did not post since a page's window. Returns the rows written."""
+    newest = {a: posts.posts_of_author(db, network, a, 1) for a in author_ids}
+    return db.execute_many(accounts.post_time_write(network, a, got[0].posted_at if got else _NEVER_POSTED)
+                           for a, got in newest.items())
 
 
 def demote(db: Database, ns: NetworkSettings, network: str, author_id: int) -> int:
@@ -348,7 +363,8 @@ def settle_celebrity(db: Database, network: str, account_id: int, ns: NetworkSet
 def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = None, *, dry_run: bool = False
                     ) -> dict[str, Any]:
     """Make the celebrity set match the threshold in force exactly (after a change of the setting, or after a
-    load): promote accounts at or above it, demote the others. A job (reads every count of the network)."""
+    load): promote accounts at or above it, demote the others, and record when each celebrity last posted. A
+    job (reads every count of the network)."""
     ns = ns or network_settings()
     wanted = {a: f for a, f, _ in accounts.all_counts(db, network) if ns.is_celebrity(f)}
     current, _threshold = accounts.celebrities(db, network)
@@ -359,6 +375,7 @@ def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = Non
             promote(db, network, a, wanted[a])
         for a in to_demote:
             demote(db, ns, network, a)
+        record_post_times(db, network, sorted(set(wanted) - set(to_promote)))  # promote recorded the others
         accounts.record_threshold(db, network, ns.hybrid_threshold if ns.hybrid else 0, datetime.now(UTC))
     return {"dry_run": dry_run, "celebrities": len(wanted), "promoted": to_promote, "demoted": to_demote}
 
@@ -486,6 +503,7 @@ def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: 
     if account is None:
         return None
     celebrities = {r.celebrity_id for r in celebs_f.result()}
+    post_times_f = accounts.start_post_times(db, network, celebrities) if celebrities else []
     skip = timelines.excluded_from(excluded_f) | celebrities
     state = timelines.state_from(state_f)
     rebuilt = False
@@ -499,13 +517,15 @@ def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: 
     valid = _valid_rows(rows, state, skip)
     head = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))[:needed + _SLACK]
     if len(head) >= needed and not rebuilt:
-        # A celebrity post older than every cached post read cannot reach the page (or the likes window).
-        merged_f = posts.start_recent_posts_of_authors(db, network, sorted(celebrities), head[-1].posted_at,
-                                                       needed, datetime.now(UTC))
+        # A celebrity post older than every cached post read cannot reach the page (or the likes window), so
+        # only the celebrities that posted since the oldest of them are read.
+        since = head[-1].posted_at
+        merged_f = posts.start_recent_posts_of_authors(
+            db, network, accounts.posted_since_from(post_times_f, celebrities, since), since, needed,
+            datetime.now(UTC))
     else:
         merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-    current = posts.window_like_counts(db, network, head)
-    window = [p.with_likes(current[p.post_id]) for p in head if p.post_id in current]
+    window = _with_like_counts(db, network, head, needed)
     if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
         newest, complete, _n = _newest_followed(db, ns, network, account_id)
         state = timelines.write_build(db, ns, network, account_id, newest, complete)
@@ -533,6 +553,20 @@ def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: 
         kept_f.result()
     return {"account": account, "order": order, "posts": page, "cache_rebuilt": rebuilt,
             "merged_celebrities": len(celebrity_posts), **({"ranked_at": ranked_at} if order == "likes" else {})}
+
+
+_DELETED_SLACK = 5  # counts read beyond a page's worth, standing in for posts deleted since they were cached
+
+
+def _with_like_counts(db: Database, network: str, head: list[Post], needed: int) -> list[Post]:
+    """The posts of `head` (newest first) that still exist, with their current like counts: read for the first
+    `needed` and a few more, and for the rest only when posts deleted since left those short (each count read
+    is a partition read: a page by newest shows 25 posts, not the 50 read from the cache)."""
+    first = head[:needed + _DELETED_SLACK]
+    current = posts.window_like_counts(db, network, first)
+    if len(current) < needed and len(head) > len(first):
+        current.update(posts.window_like_counts(db, network, head[len(first):]))
+    return [p.with_likes(current[p.post_id]) for p in head if p.post_id in current]
 
 
 def _read_cache(db: Database, network: str, account_id: int, state: CacheState, needed: int,

@@ -71,10 +71,10 @@ def _account(network: str, account_id: int) -> Account:
     return _accounts(network, account_id)[0]
 
 
-def _accounts(network: str, *account_ids: int) -> list[Account]:
-    """The accounts, read together (404 for the first one missing)."""
+def _accounts(network: str, *account_ids: int, counts: bool = True) -> list[Account]:
+    """The accounts, read together (404 for the first one missing); without their counts if not `counts`."""
     db = get_db()
-    futures = [accounts.start_get_account(db, _network(network), a) for a in account_ids]
+    futures = [accounts.start_get_account(db, _network(network), a, counts=counts) for a in account_ids]
     found = [accounts.account_from(f) for f in futures]
     for account_id, account in zip(account_ids, found, strict=True):
         if account is None:
@@ -178,7 +178,7 @@ class Follow(MethodView):
 
     def _pair(self, network: str, account_id: int, target_id: int) -> tuple[Account, Account]:
         _admin()
-        follower, followee = _accounts(network, account_id, target_id)
+        follower, followee = _accounts(network, account_id, target_id, counts=False)  # read after the change
         if account_id == target_id:
             abort(422, message="an account cannot follow itself")
         return follower, followee
@@ -254,7 +254,7 @@ class Like(MethodView):
 
     def _post_and_user(self, network: str, post_id: int, user_id: int) -> Post:
         _admin()
-        user_f = accounts.start_get_account(get_db(), _network(network), user_id)
+        user_f = accounts.start_get_account(get_db(), _network(network), user_id, counts=False)
         post = _post(network, post_id)
         if accounts.account_from(user_f) is None:
             abort(404, message=f"account {user_id} not found in network {network}")

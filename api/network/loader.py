@@ -120,7 +120,8 @@ def common_terms(path: Path) -> list[str]:
 
 
 def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int]) -> dict[str, int]:
-    """After the post rows: term and like counters to the file's totals, then the top lists of common terms."""
+    """After the post rows: term and like counters to the file's totals, the top lists of common terms, then
+    when each celebrity last posted (the file may hold newer posts of theirs)."""
     totals: collections.Counter = collections.Counter()
     for post in _posts(path, {}):
         totals.update(index_terms(post.content))
@@ -139,6 +140,7 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     common = [t for t in terms if totals[t] > search.RARE_POSTINGS]
     for term in common:
         actions.rebuild_term_top(db, network, term)
+    actions.record_post_times(db, network, sorted(accounts.celebrities(db, network)[0]))
     return {"terms": len(terms), "common_terms": len(common)}
 
 

@@ -3,6 +3,7 @@ and counts that stay exact when the same follow or like is sent many times at on
 
 from __future__ import annotations
 
+import csv
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from api.db import get_db
-from api.network import accounts, actions, likes, posts, search
+from api.network import accounts, actions, likes, loader, posts, search
 from api.network.settings import set_network_settings
 from api.network.tokens import query_terms
 from tests.network.checks import Q6_QUERIES, check_home
@@ -158,6 +159,105 @@ def test_home_merges_recent_celebrity_posts_like_the_reference(fresh_net, client
                         lambda *a, **kw: recent_reads.append(a[2]) or real(*a, **kw))
     assert check_home(client, net.name, ref, [user]) == 2
     assert recent_reads == [[celeb], [celeb]]  # both orders took the bounded path
+
+
+def test_home_reads_only_the_celebrities_that_posted_since_its_window(fresh_net, client, monkeypatch, tmp_path):
+    """Q4 asks posts_by_author only for the followed celebrities whose last post (recorded by the post's request,
+    by a promotion and by a load) is not older than the cached window: a celebrity promoted with only older
+    posts is not read, and as each celebrity first has an old post, a newer post that went unrecorded would
+    leave the page short of it against the reference."""
+    net, ref = fresh_net, fresh_net.ref
+    db = get_db()
+    top = [a for a, _ in ref.q2(100)]
+    loud, author = top[0], top[10]
+    quiet, promoted = [a for a in top[1:10] if len(ref.followers(a)) + 1 < len(ref.followers(loud))][:2]
+    user = next(u for u in sorted(ref.followers(loud)) if u not in (author, loud, quiet, promoted))
+    for followee in (quiet, promoted, author):
+        if followee not in ref.follows(user):
+            assert client.put(f"/networks/{net.name}/accounts/{user}/follows/{followee}",
+                              headers=ADMIN).status_code == 200
+            ref.follow(user, followee)
+    set_network_settings(exact_settings(hybrid_threshold=len(ref.followers(loud)), cache_cap=CAP))
+    actions.apply_threshold(db, net.name)
+    assert accounts.is_celebrity(db, net.name, loud)
+    assert not accounts.is_celebrity(db, net.name, quiet) and not accounts.is_celebrity(db, net.name, promoted)
+    client.get(f"/networks/{net.name}/accounts/{user}/home")  # the cache exists: new posts are fanned in
+    now = datetime.now(UTC).replace(microsecond=0)
+    window_start = now - timedelta(seconds=10 * (CAP + 5))
+
+    def post(who: int, text: str, at: datetime) -> int:
+        r = client.post(f"/networks/{net.name}/posts", headers=ADMIN,
+                        json={"author_id": who, "content": text, "posted_at": at.isoformat()})
+        assert r.status_code == 201, r.json
+        ref.add_post(r.json["post"]["post_id"], who, at, text)
+        return r.json["post"]["post_id"]
+
+    for who in (loud, quiet, promoted):
+        post(who, "an old post", now - timedelta(days=3))
+    for i in range(CAP + 5):  # a full window of the author's posts, one every 10 s
+        post(author, f"window post {i}", window_start + timedelta(seconds=10 * i))
+    post(quiet, "fanned out before the window", window_start - timedelta(seconds=60))
+    post(promoted, "fanned out, then merged", now - timedelta(seconds=95))
+    threshold = min(len(ref.followers(quiet)), len(ref.followers(promoted)))
+    set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
+    actions.apply_threshold(db, net.name)  # promotes both: their cached posts are skipped, merged instead
+    assert accounts.is_celebrity(db, net.name, quiet) and accounts.is_celebrity(db, net.name, promoted)
+    post(loud, "celebrity inside the window", now - timedelta(seconds=125))
+
+    recent_reads = []
+    real = posts.start_recent_posts_of_authors
+    monkeypatch.setattr(posts, "start_recent_posts_of_authors",
+                        lambda *a, **kw: recent_reads.append(sorted(a[2])) or real(*a, **kw))
+    assert check_home(client, net.name, ref, [user]) == 2
+    assert recent_reads == [sorted([loud, promoted])] * 2
+
+    # A load that brings a newer post of the quiet celebrity (the whole posts file again, plus that post).
+    reloaded = tmp_path / "posts.csv"
+    with (net.clean / "posts.csv").open(newline="", encoding="utf-8") as src, \
+            reloaded.open("w", newline="", encoding="utf-8") as out:
+        rows = list(csv.reader(src))
+        late = now - timedelta(seconds=35)
+        loaded_id = max(int(r[0]) for r in rows[1:]) + 1
+        csv.writer(out).writerows(rows + [[loaded_id, quiet, ref.usernames[quiet], "", "",
+                                           late.isoformat().replace("+00:00", "Z"), "loaded late", "", "", "", "",
+                                           "0", "0"]])
+    loader.load(db, "posts", net.name, reloaded, likes_path=net.clean / "likes.csv")
+    ref.add_post(loaded_id, quiet, late, "loaded late")
+    recent_reads.clear()
+    assert check_home(client, net.name, ref, [user]) == 2
+    assert recent_reads == [sorted([loud, quiet, promoted])] * 2
+    assert loaded_id in [p["post_id"] for p in client.get(f"/networks/{net.name}/accounts/{user}/home").json["posts"]]
+
+
+def test_home_by_newest_reads_more_counts_only_when_deleted_posts_leave_the_page_short(fresh_net, client,
+                                                                                      monkeypatch):
+    """Q4 by newest reads like counts for a page and a few more posts; when more of those were deleted since they
+    were cached, it reads the counts of the rest of the cached rows it holds, without rebuilding the cache, and
+    the page equals the reference."""
+    net, ref = fresh_net, fresh_net.ref
+    set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP))
+    author = ref.q2(100)[5][0]
+    user = sorted(ref.followers(author))[0]
+    client.get(f"/networks/{net.name}/accounts/{user}/home")  # the cache exists: new posts are fanned in
+    now = datetime.now(UTC).replace(microsecond=0)
+    made = []
+    for i in range(30):
+        at = now - timedelta(seconds=10 * (30 - i))
+        r = client.post(f"/networks/{net.name}/posts", headers=ADMIN,
+                        json={"author_id": author, "content": f"soon gone {i}", "posted_at": at.isoformat()})
+        assert r.status_code == 201, r.json
+        made.append(r.json["post"]["post_id"])
+        ref.add_post(made[-1], author, at, f"soon gone {i}")
+    for post_id in made[-12:]:  # more than the few extra counts read
+        assert client.delete(f"/networks/{net.name}/posts/{post_id}", headers=ADMIN).status_code == 200
+        ref.delete_post(post_id)
+    reads = []
+    real = posts.window_like_counts
+    monkeypatch.setattr(posts, "window_like_counts", lambda db, n, w: reads.append(len(list(w))) or real(db, n, w))
+    r = client.get(f"/networks/{net.name}/accounts/{user}/home")
+    assert r.status_code == 200 and r.json["cache_rebuilt"] is False
+    assert reads == [30, CAP - 30]  # 25 + 5 first (12 gone), then the rest of the CAP rows the cache holds
+    assert check_home(client, net.name, ref, [user]) == 2
 
 
 def test_a_home_window_of_few_authors_reads_its_like_counts_by_partition(fresh_net, client, monkeypatch):
