@@ -160,6 +160,7 @@ class _WorkerResult:
     first_error: str | None = None
     started: float = 0.0
     finished: float = 0.0
+    cpu: float = 0.0  # CPU seconds of the worker's process over its window (threads share one process)
 
 
 def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any) -> _WorkerResult:
@@ -172,6 +173,7 @@ def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any)
             fn()
     barrier.wait()
     out.started = now = time.monotonic()
+    cpu_started = time.process_time()
     deadline = now + seconds
     while now < deadline:
         try:
@@ -184,6 +186,7 @@ def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any)
         out.latencies.append(end - now)
         now = end
     out.finished = now
+    out.cpu = time.process_time() - cpu_started
     return out
 
 
@@ -226,7 +229,7 @@ def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, wa
         def child(sender=sender) -> None:
             _fresh_process_database()
             res = _work(fn, seconds, warmup, barrier)
-            sender.send((res.latencies.tobytes(), res.errors, res.first_error, res.started, res.finished))
+            sender.send((res.latencies.tobytes(), res.errors, res.first_error, res.started, res.finished, res.cpu))
             sender.close()
 
         proc = ctx.Process(target=child, daemon=True)
@@ -241,13 +244,13 @@ def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, wa
             if not receiver.poll(max(0.0, deadline - time.monotonic())):
                 raise RuntimeError("a measuring process did not report in time (fn stuck?)")
             try:
-                raw, errors, first_error, started, finished = receiver.recv()
+                raw, errors, first_error, started, finished, cpu = receiver.recv()
             except EOFError:
                 proc.join()
                 raise RuntimeError(f"a measuring process exited with {proc.exitcode} before reporting") from None
             latencies = array.array("d")
             latencies.frombytes(raw)
-            results.append(_WorkerResult(latencies, errors, first_error, started, finished))
+            results.append(_WorkerResult(latencies, errors, first_error, started, finished, cpu))
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -264,7 +267,9 @@ def measure(fn: Callable[[], object], *, seconds: float, concurrency: int, mode:
     untimed warm-up of `warmup` seconds per worker; every call is timed, failed ones included (and counted).
 
     Returns p50_ms, p99_ms, max_ms, mean_ms, requests (calls in the window), rate (calls per second of the
-    window), errors, first_error, concurrency, seconds, mode.
+    window), errors, first_error, concurrency, seconds, mode, and cpu_ms_per_call: the CPU the measuring
+    process(es) spent per call (with an in-process Flask client, the client's and the app's: what a request
+    costs the machine besides the node, less sensitive to the machine's other load than latency is).
     """
     if concurrency < 1 or seconds <= 0:
         raise ValueError("concurrency must be >= 1 and seconds > 0")
@@ -290,6 +295,9 @@ def measure(fn: Callable[[], object], *, seconds: float, concurrency: int, mode:
         "concurrency": concurrency,
         "seconds": seconds,
         "mode": mode,
+        # Threads share one process (each worker saw all of its CPU over about the same window): the largest.
+        "cpu_ms_per_call": round((max(r.cpu for r in results) if mode == "threads" else sum(r.cpu for r in results))
+                                 / len(latencies) * ms, 3) if latencies else 0.0,
     }
 
 

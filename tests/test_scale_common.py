@@ -192,6 +192,22 @@ def test_measure_times_every_call_in_threads_and_processes():
         assert (four["concurrency"], four["mode"]) == (4, mode)
 
 
+def test_measure_reports_the_cpu_each_call_costs():
+    """A call that sleeps costs almost no CPU; one that spins for 4 ms of CPU costs about 4 ms, in a thread or in
+    each of two processes."""
+
+    def spin() -> None:
+        until = time.process_time() + 0.004
+        while time.process_time() < until:
+            pass
+
+    asleep = measure(lambda: time.sleep(0.004), seconds=0.5, concurrency=1, warmup=0)
+    assert asleep["cpu_ms_per_call"] < 1.0, asleep
+    for mode, concurrency in (("threads", 1), ("processes", 2)):
+        busy = measure(spin, seconds=0.5, concurrency=concurrency, mode=mode, warmup=0)
+        assert 3.5 <= busy["cpu_ms_per_call"] <= 6.0, busy
+
+
 def test_measure_counts_failures():
     calls = []
 
