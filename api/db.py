@@ -327,18 +327,8 @@ class Database:
         """A request's handful of writes: all sent at once, then awaited (execute_concurrent's bookkeeping
         costs more than the writes themselves at this size)."""
         started = time.perf_counter()
-        futures = [(stmt, self.execute_async(stmt, params)) for stmt, params in writes]
-        try:
-            for stmt, future in futures:
-                try:
-                    future.result()
-                except Exception as exc:
-                    metrics.CASSANDRA_ERRORS.labels(stmt.name, type(exc).__name__).inc()
-                    raise
-        finally:
-            elapsed = time.perf_counter() - started
-            for name in {stmt.name for stmt, _ in writes}:
-                metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
+        sent = [(stmt.name, self.execute_async(stmt, params)) for stmt, params in writes]
+        _await_round(sent, {stmt.name for stmt, _ in writes}, " (many)", started)
         return len(writes)
 
     def execute_together(self, writes: Sequence[tuple[Statement, Params]]) -> int:
@@ -351,20 +341,11 @@ class Database:
         spends more on each request than the node spends on each row, so one request instead of eight saves
         most of the round's client CPU. Like separate writes, a batch is not atomic; a batch of idempotent
         writes is retried like one write, a counter batch is not. Returns the number of writes."""
-        futures = [(stmts, self.session.execute_async(request, timeout=self.settings.request_timeout))
-                   for stmts, request in self._together_requests(writes)]
         started = time.perf_counter()
-        try:
-            for stmts, future in futures:
-                try:
-                    future.result()
-                except Exception as exc:
-                    metrics.CASSANDRA_ERRORS.labels(stmts[0].name + " (together)", type(exc).__name__).inc()
-                    raise
-        finally:
-            elapsed = time.perf_counter() - started
-            for name in {stmt.name for stmt, _ in writes}:
-                metrics.CASSANDRA_LATENCY.labels(name + " (together)").observe(elapsed)
+        sent = [(stmts[0].name + " (together)",
+                 self.session.execute_async(request, timeout=self.settings.request_timeout))
+                for stmts, request in self._together_requests(writes)]
+        _await_round(sent, {stmt.name for stmt, _ in writes}, " (together)", started)
         return len(writes)
 
     def _together_requests(self, writes: Sequence[tuple[Statement, Params]]) -> list[tuple[list[Statement], Any]]:
@@ -480,6 +461,22 @@ class Database:
         """Unprepared CQL, for DDL and administration only (product queries use `Statement`)."""
         query: Any = cql if consistency is None else SimpleStatement(cql, consistency_level=consistency)
         return self.session.execute(query, params or None, timeout=timeout or self.settings.request_timeout)
+
+
+def _await_round(sent: list[tuple[str, ResponseFuture]], names: set[str], suffix: str, started: float) -> None:
+    """Wait for a round of requests sent together: the first failure is counted under its label and raised; the
+    round's time is observed under every statement name (+ `suffix`) it carried."""
+    try:
+        for label, future in sent:
+            try:
+                future.result()
+            except Exception as exc:
+                metrics.CASSANDRA_ERRORS.labels(label, type(exc).__name__).inc()
+                raise
+    finally:
+        elapsed = time.perf_counter() - started
+        for name in names:
+            metrics.CASSANDRA_LATENCY.labels(name + suffix).observe(elapsed)
 
 
 _db: Database | None = None
