@@ -27,9 +27,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from cassandra import ConsistencyLevel
 
 from api.activity import dirty
-from api.db import Database
+from api.db import Database, read_level
 from api.network import (
     accounts,
     activity_log,
@@ -328,7 +329,13 @@ _NEVER_POSTED = datetime.fromtimestamp(0, UTC)
 def record_post_times(db: Database, network: str, author_ids: list[int]) -> int:
     """Record when each of these celebrities last posted, from its newest post (after its promotion, or after a
     load added posts): Q4 then skips the ones that did not post since a page's window. Returns the rows written."""
-    newest = {a: posts.posts_of_author(db, network, a, 1) for a in author_ids}
+    # At LOCAL_QUORUM: a post written (at LOCAL_QUORUM) before this read must be seen, or the time recorded would
+    # make Q4 skip it.
+    token = read_level.set(ConsistencyLevel.LOCAL_QUORUM)
+    try:
+        newest = {a: posts.posts_of_author(db, network, a, 1) for a in author_ids}
+    finally:
+        read_level.reset(token)
     return db.execute_many(accounts.post_time_write(network, a, got[0].posted_at if got else _NEVER_POSTED)
                            for a, got in newest.items())
 
