@@ -8,6 +8,7 @@ app) each create their own Cluster after the fork.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import itertools
 import os
@@ -341,12 +342,16 @@ class Database:
         spends more on each request than the node spends on each row, so one request instead of eight saves
         most of the round's client CPU. Like separate writes, a batch is not atomic; a batch of idempotent
         writes is retried like one write, a counter batch is not. Returns the number of writes."""
+        return self.start_together(writes).wait()
+
+    def start_together(self, writes: Sequence[tuple[Statement, Params]]) -> WritesInFlight:
+        """Send `writes` as `execute_together` does, without waiting: for writes nothing later in the request
+        depends on, awaited (`wait`) at its end while the request's other rounds go on."""
         started = time.perf_counter()
         sent = [(stmts[0].name + " (together)",
                  self.session.execute_async(request, timeout=self.settings.request_timeout))
                 for stmts, request in self._together_requests(writes)]
-        _await_round(sent, {stmt.name for stmt, _ in writes}, " (together)", started)
-        return len(writes)
+        return WritesInFlight(sent, {stmt.name for stmt, _ in writes}, started, len(writes))
 
     def _together_requests(self, writes: Sequence[tuple[Statement, Params]]) -> list[tuple[list[Statement], Any]]:
         """(statements, request) for each batch or lone write of `execute_together`."""
@@ -461,6 +466,21 @@ class Database:
         """Unprepared CQL, for DDL and administration only (product queries use `Statement`)."""
         query: Any = cql if consistency is None else SimpleStatement(cql, consistency_level=consistency)
         return self.session.execute(query, params or None, timeout=timeout or self.settings.request_timeout)
+
+
+@dataclasses.dataclass
+class WritesInFlight:
+    """Writes sent by `Database.start_together` and not yet awaited."""
+
+    sent: list[tuple[str, ResponseFuture]]
+    names: set[str]
+    started: float
+    writes: int
+
+    def wait(self) -> int:
+        """Wait for every write; raises the first failure. Returns the number of writes."""
+        _await_round(self.sent, self.names, " (together)", self.started)
+        return self.writes
 
 
 def _await_round(sent: list[tuple[str, ResponseFuture]], names: set[str], suffix: str, started: float) -> None:

@@ -176,44 +176,51 @@ def _log_writes(db: Database, network: str, action: str, actor: int, other: int,
 
 
 # -- likes -----------------------------------------------------------------------------------------------------
-# A like or unlike is four rounds: the transaction on the liker's own row (with the post's term buckets read
-# beside it), then the post-side row, the counter and the activity log with the top-list states, then the count,
-# then its copies.
-def like(db: Database, network: str, post: Post, user_id: int) -> int:
-    """`user_id` likes `post`; returns the post's like count. Idempotent."""
-    buckets_f = posts.start_term_buckets(db, network, post.post_id)
+# A like or unlike is four rounds after the route's one read (the post with its term buckets, and the liker):
+# the transaction on the liker's own row; the counter change (its other writes and the top-list states go out
+# beside it); the count; its copies. Only the count read waits for the counter; the other writes are awaited at
+# the end.
+def like(db: Database, network: str, post: Post, user_id: int, buckets: dict[str, int] | None = None) -> int:
+    """`user_id` likes `post`; returns the post's like count. Idempotent. `buckets`: the post's term buckets
+    when the caller read them with the post."""
     liked_at = datetime.now(UTC)
     applied = likes.claim_like(db, network, post.post_id, user_id, liked_at)
     logged, keys = _log_writes(db, network, "like", user_id, post.author_id, post.post_id) if applied else ([], [])
-    count = _publish_likes(db, network, post, buckets_f, likes.like_done_writes(network, post.post_id, user_id,
-                                                                               liked_at, applied) + logged)
+    count = _publish_likes(db, network, post, buckets,
+                           counted=[likes.count_change(network, post.post_id, +1)] if applied else [],
+                           beside=likes.like_done_writes(network, post.post_id, user_id, liked_at) + logged)
     dirty.note_marked(keys)
     return count
 
 
-def unlike(db: Database, network: str, post: Post, user_id: int) -> int:
-    buckets_f = posts.start_term_buckets(db, network, post.post_id)
+def unlike(db: Database, network: str, post: Post, user_id: int, buckets: dict[str, int] | None = None) -> int:
     applied = likes.claim_unlike(db, network, post.post_id, user_id)
     logged, keys = _log_writes(db, network, "unlike", user_id, post.author_id, post.post_id) if applied else ([], [])
-    count = _publish_likes(db, network, post, buckets_f, likes.unlike_done_writes(network, post.post_id, user_id,
-                                                                                 applied) + logged)
+    count = _publish_likes(db, network, post, buckets,
+                           counted=[likes.count_change(network, post.post_id, -1)] if applied else [],
+                           beside=likes.unlike_done_writes(network, post.post_id, user_id) + logged)
     dirty.note_marked(keys)
     return count
 
 
-def _publish_likes(db: Database, network: str, post: Post, buckets_f=None,
-                   writes: list[tuple[Any, Any]] = ()) -> int:
-    """Finish a like's `writes`, then copy the post's counter onto its rows and postings (and top lists where
-    it reaches the floor). Each copy is written with the time the count was read: of two racing likes, the
-    later read (which includes the other's increment) wins whatever order the writes land in."""
-    buckets = posts.term_buckets_from(buckets_f or posts.start_term_buckets(db, network, post.post_id))
+def _publish_likes(db: Database, network: str, post: Post, buckets: dict[str, int] | None = None, *,
+                   counted: list[tuple[Any, Any]] = (), beside: list[tuple[Any, Any]] = ()) -> int:
+    """Write a like's counter change (`counted`), read the count, and copy it onto the post's rows and postings
+    (and top lists where it reaches the floor); `beside`, the like's other writes, go out with the counter
+    change and are awaited last. Each copy is written with the time the count was read: of two racing likes,
+    the later read (which includes the other's increment) wins whatever order the writes land in."""
+    if buckets is None:
+        buckets = posts.term_buckets(db, network, post.post_id)
     tops_f = search.start_top_states(db, network, buckets)
-    if writes:
-        db.execute_together(writes)
+    in_flight = db.start_together(beside) if beside else None
+    if counted:
+        db.execute_together(counted)
     read_at = time.time_ns() // 1000
     count = likes.count(db, network, post.post_id)
     db.execute_together(posts.like_count_writes(network, post, count, read_at)
                     + search.like_writes(network, post, buckets, count, search.top_states_from(tops_f), read_at))
+    if in_flight is not None:
+        in_flight.wait()
     return count
 
 

@@ -252,13 +252,16 @@ class OnePost(MethodView):
 class Like(MethodView):
     """`user_id` likes the post (admin; idempotent)."""
 
-    def _post_and_user(self, network: str, post_id: int, user_id: int) -> Post:
+    def _post_and_user(self, network: str, post_id: int, user_id: int) -> tuple[Post, dict[str, int]]:
+        """The post with its term buckets (where the like's count is copied), once the liker is known."""
         _admin()
         user_f = accounts.start_get_account(get_db(), _network(network), user_id, counts=False)
-        post = _post(network, post_id)
+        post, buckets = posts.post_and_term_buckets(get_db(), network, post_id)
+        if post is None:
+            abort(404, message=f"post {post_id} not found in network {network}")
         if accounts.account_from(user_f) is None:
             abort(404, message=f"account {user_id} not found in network {network}")
-        return post
+        return post, buckets
 
     @blp.response(200, LikeResultSchema)
     @blp.alt_response(404, description="unknown post or account")
@@ -266,7 +269,8 @@ class Like(MethodView):
     @reads_own_writes
     def put(self, network: str, post_id: int, user_id: int):
         """`user_id` likes the post."""
-        count = actions.like(get_db(), network, self._post_and_user(network, post_id, user_id), user_id)
+        post, buckets = self._post_and_user(network, post_id, user_id)
+        count = actions.like(get_db(), network, post, user_id, buckets)
         return {"post_id": post_id, "user_id": user_id, "like_count": count}
 
     @blp.response(200, LikeResultSchema)
@@ -275,7 +279,8 @@ class Like(MethodView):
     @reads_own_writes
     def delete(self, network: str, post_id: int, user_id: int):
         """`user_id` no longer likes the post."""
-        count = actions.unlike(get_db(), network, self._post_and_user(network, post_id, user_id), user_id)
+        post, buckets = self._post_and_user(network, post_id, user_id)
+        count = actions.unlike(get_db(), network, post, user_id, buckets)
         return {"post_id": post_id, "user_id": user_id, "like_count": count}
 
 

@@ -54,14 +54,15 @@ def claim_like(db: Database, network: str, post_id: int, user_id: int, liked_at:
     return was_applied(db.execute(LIKE_IF_NEW, (network, user_id, post_id, liked_at)))
 
 
-def like_done_writes(network: str, post_id: int, user_id: int, liked_at: datetime, applied: bool
-                     ) -> list[tuple[Statement, Params]]:
-    """The post-side row (written either way: a retry completes a half-done like) and, when this call's
-    transaction applied, the counter increment."""
-    writes = [(PUT_LIKE_BY_POST, (network, post_id, user_id, liked_at))]
-    if applied:
-        writes.append((ADD_LIKES, (1, network, post_id)))
-    return writes
+def like_done_writes(network: str, post_id: int, user_id: int, liked_at: datetime) -> list[tuple[Statement, Params]]:
+    """The post-side row of a like, written whether or not the transaction applied: a retry completes a
+    half-done like."""
+    return [(PUT_LIKE_BY_POST, (network, post_id, user_id, liked_at))]
+
+
+def count_change(network: str, post_id: int, delta: int) -> tuple[Statement, Params]:
+    """Move the post's counter: only by a call whose transaction applied."""
+    return ADD_LIKES, (delta, network, post_id)
 
 
 def claim_unlike(db: Database, network: str, post_id: int, user_id: int) -> bool:
@@ -69,11 +70,8 @@ def claim_unlike(db: Database, network: str, post_id: int, user_id: int) -> bool
     return was_applied(db.execute(UNLIKE_IF_EXISTS, (network, user_id, post_id)))
 
 
-def unlike_done_writes(network: str, post_id: int, user_id: int, applied: bool) -> list[tuple[Statement, Params]]:
-    writes = [(DELETE_LIKE_BY_POST, (network, post_id, user_id))]
-    if applied:
-        writes.append((ADD_LIKES, (-1, network, post_id)))
-    return writes
+def unlike_done_writes(network: str, post_id: int, user_id: int) -> list[tuple[Statement, Params]]:
+    return [(DELETE_LIKE_BY_POST, (network, post_id, user_id))]
 
 
 def start_count(db: Database, network: str, post_id: int):

@@ -40,6 +40,9 @@ GET_POSTS = Statement(
 LIKES_OF_POSTS = Statement(
     "SELECT post_id, author_id, like_count FROM posts_by_id WHERE network = ? AND post_id IN ?",
     name="SELECT posts_by_id (like counts)")
+GET_POST_AND_TERM_BUCKETS = Statement(  # a like needs both: one read
+    f"SELECT post_id, author_id, posted_at, {_POST_COLS}, term_buckets FROM posts_by_id WHERE network = ? AND "
+    "post_id = ?", name="SELECT posts_by_id (with term buckets)")
 GET_TERM_BUCKETS = Statement("SELECT term_buckets FROM posts_by_id WHERE network = ? AND post_id = ?",
                              name="SELECT posts_by_id (term buckets)")
 GET_TERM_BUCKETS_WRITTEN = Statement(  # by a retried request, after its first attempt wrote them at LOCAL_QUORUM
@@ -98,6 +101,14 @@ def start_get_post(db: Database, network: str, post_id: int) -> ResponseFuture:
 def get_post(db: Database, network: str, post_id: int) -> Post | None:
     row = start_get_post(db, network, post_id).result().one()
     return Post.from_row(row) if _is_post(row) else None
+
+
+def post_and_term_buckets(db: Database, network: str, post_id: int) -> tuple[Post | None, dict[str, int]]:
+    """A post (None when there is none) and its term -> posting bucket map, in one read."""
+    row = db.execute_async(GET_POST_AND_TERM_BUCKETS, (network, post_id)).result().one()
+    if not _is_post(row):
+        return None, {}
+    return Post.from_row(row), dict(row.term_buckets or {})
 
 
 def _is_post(row: Any) -> bool:

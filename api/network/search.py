@@ -70,9 +70,9 @@ DELETE_TOP = Statement(
     "DELETE FROM term_top_posts WHERE network = ? AND term = ? AND generation = ? AND post_id = ?")
 TOP_POSTS = Statement(f"SELECT {_POSTING_COLS} FROM term_top_posts WHERE network = ? AND term = ? "
                       "AND generation = ?")
-GET_TOP_STATE = Statement(
-    "SELECT generation, like_floor, top_entries, postings_at_build FROM term_top_state WHERE network = ? AND term = ?",
-    consistency=ConsistencyLevel.LOCAL_QUORUM)
+GET_TOP_STATES = Statement(  # a handful of terms (a post's, a query's): one request, not one per term
+    "SELECT term, generation, like_floor, top_entries, postings_at_build FROM term_top_state WHERE network = ? "
+    "AND term IN ?", name="SELECT term_top_state (some)", consistency=ConsistencyLevel.LOCAL_QUORUM)
 PUT_TOP_STATE = Statement(
     "INSERT INTO term_top_state (network, term, generation, like_floor, top_entries, postings_at_build, built_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -174,17 +174,16 @@ def top_states(db: Database, network: str, terms: Iterable[str]) -> dict[str, To
     return top_states_from(start_top_states(db, network, terms))
 
 
-def start_top_states(db: Database, network: str, terms: Iterable[str]) -> dict[str, ResponseFuture]:
-    return {t: db.execute_async(GET_TOP_STATE, (network, t)) for t in dict.fromkeys(terms)}
+def start_top_states(db: Database, network: str, terms: Iterable[str]) -> ResponseFuture | None:
+    wanted = sorted(set(terms))
+    return db.execute_async(GET_TOP_STATES, (network, wanted)) if wanted else None
 
 
-def top_states_from(futures: dict[str, ResponseFuture]) -> dict[str, TopState]:
-    out = {}
-    for term, future in futures.items():
-        row = future.result().one()
-        if row is not None:
-            out[term] = TopState(row.generation, row.like_floor, row.top_entries or 0, row.postings_at_build or 0)
-    return out
+def top_states_from(future: ResponseFuture | None) -> dict[str, TopState]:
+    if future is None:
+        return {}
+    return {row.term: TopState(row.generation, row.like_floor, row.top_entries or 0, row.postings_at_build or 0)
+            for row in future.result()}
 
 
 def delete_writes(network: str, post: Post, buckets: dict[str, int], tops: dict[str, TopState]
@@ -234,7 +233,7 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
     if n <= RARE_POSTINGS:
         rows = _postings(db, network, driver, range(bucket_of(n - 1) + 1), RARE_POSTINGS + 1)
         return Found(_confirmed_top(_holding(rows, terms), like_counts, limit), True)
-    state = top_states_from({driver: tops_f[driver]}).get(driver)
+    state = top_states_from(tops_f).get(driver)
     candidates: list[Post] = []
     if state is not None:
         rows = db.execute_async(TOP_POSTS, (network, driver, state.generation)).result()
