@@ -53,6 +53,7 @@ from api.db import Database
 from api.migrations import migrate
 from api.node.common import NodeError
 from api.node.config import NodeSpec, local_node_spec
+from api.node.process import read_pid
 from api.node.tools import keyspace_data_dir, nodetool, sstable_partitions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,17 +162,20 @@ class _WorkerResult:
     started: float = 0.0
     finished: float = 0.0
     cpu: float = 0.0  # CPU seconds of the worker's process over its window (threads share one process)
+    node_cpu: float | None = None  # CPU seconds of the node over the window (measured by the first worker)
 
 
-def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any) -> _WorkerResult:
+def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any,
+          node_cpu: Callable[[], float] | None = None) -> _WorkerResult:
     """Warm up (connections, prepared statements, caches) untimed, wait for every worker, then call `fn` for
-    `seconds`, timing each call that starts inside the window."""
+    `seconds`, timing each call that starts inside the window; `node_cpu` is read at both ends of it."""
     out = _WorkerResult(array.array("d"))
     warm_until = time.monotonic() + warmup
     while time.monotonic() < warm_until:
         with contextlib.suppress(Exception):
             fn()
     barrier.wait()
+    node_started = node_cpu() if node_cpu is not None else None
     out.started = now = time.monotonic()
     cpu_started = time.process_time()
     deadline = now + seconds
@@ -187,15 +191,32 @@ def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any)
         now = end
     out.finished = now
     out.cpu = time.process_time() - cpu_started
+    if node_cpu is not None and node_started is not None:
+        out.node_cpu = node_cpu() - node_started
     return out
 
 
-def _in_threads(fn: Callable[[], object], seconds: float, concurrency: int, warmup: float) -> list[_WorkerResult]:
+def node_cpu_seconds(spec: NodeSpec) -> Callable[[], float]:
+    """A reader of the CPU seconds the node's process has used (user + system, from /proc), for `measure`."""
+    pid = read_pid(spec)
+    if pid is None:
+        raise RuntimeError(f"node {spec.name} is not running")
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14 and 15 of stat)
+
+    return read
+
+
+def _in_threads(fn: Callable[[], object], seconds: float, concurrency: int, warmup: float,
+                node_cpu: Callable[[], float] | None = None) -> list[_WorkerResult]:
     barrier = threading.Barrier(concurrency)
     results: list[_WorkerResult | None] = [None] * concurrency
 
     def run(i: int) -> None:
-        results[i] = _work(fn, seconds, warmup, barrier)
+        results[i] = _work(fn, seconds, warmup, barrier, node_cpu if i == 0 else None)
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(concurrency)]
     for t in threads:
@@ -216,20 +237,21 @@ def _fresh_process_database() -> None:
         db_module.set_db(Database(inherited.settings, keyspace=inherited.keyspace))
 
 
-def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, warmup: float
-                  ) -> list[_WorkerResult]:
+def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, warmup: float,
+                  node_cpu: Callable[[], float] | None = None) -> list[_WorkerResult]:
     # fork: `fn` (usually a closure) is inherited, never pickled. It must reach Cassandra through
     # api.db.get_db() (re-made in each child), never through a Database object of the parent's.
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(concurrency)
     pipes, procs = [], []
-    for _ in range(concurrency):
+    for i in range(concurrency):
         receiver, sender = ctx.Pipe(duplex=False)
 
-        def child(sender=sender) -> None:
+        def child(sender=sender, reader=node_cpu if i == 0 else None) -> None:
             _fresh_process_database()
-            res = _work(fn, seconds, warmup, barrier)
-            sender.send((res.latencies.tobytes(), res.errors, res.first_error, res.started, res.finished, res.cpu))
+            res = _work(fn, seconds, warmup, barrier, reader)
+            sender.send((res.latencies.tobytes(), res.errors, res.first_error, res.started, res.finished, res.cpu,
+                         res.node_cpu))
             sender.close()
 
         proc = ctx.Process(target=child, daemon=True)
@@ -244,13 +266,13 @@ def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, wa
             if not receiver.poll(max(0.0, deadline - time.monotonic())):
                 raise RuntimeError("a measuring process did not report in time (fn stuck?)")
             try:
-                raw, errors, first_error, started, finished, cpu = receiver.recv()
+                raw, errors, first_error, started, finished, cpu, node_seconds = receiver.recv()
             except EOFError:
                 proc.join()
                 raise RuntimeError(f"a measuring process exited with {proc.exitcode} before reporting") from None
             latencies = array.array("d")
             latencies.frombytes(raw)
-            results.append(_WorkerResult(latencies, errors, first_error, started, finished, cpu))
+            results.append(_WorkerResult(latencies, errors, first_error, started, finished, cpu, node_seconds))
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -262,27 +284,30 @@ def _in_processes(fn: Callable[[], object], seconds: float, concurrency: int, wa
 
 
 def measure(fn: Callable[[], object], *, seconds: float, concurrency: int, mode: str = DEFAULT_MODE,
-            warmup: float = 1.0) -> dict[str, Any]:
+            warmup: float = 1.0, node_cpu: Callable[[], float] | None = None) -> dict[str, Any]:
     """Call `fn()` in a loop from `concurrency` threads (or forked processes) for `seconds` each, after an
     untimed warm-up of `warmup` seconds per worker; every call is timed, failed ones included (and counted).
 
     Returns p50_ms, p99_ms, max_ms, mean_ms, requests (calls in the window), rate (calls per second of the
     window), errors, first_error, concurrency, seconds, mode, and cpu_ms_per_call: the CPU the measuring
     process(es) spent per call (with an in-process Flask client, the client's and the app's: what a request
-    costs the machine besides the node, less sensitive to the machine's other load than latency is).
+    costs the machine besides the node, less sensitive to the machine's other load than latency is). With
+    `node_cpu` (see `node_cpu_seconds`), also node_cpu_ms_per_call: the node's CPU over the window per call
+    (API and node share this machine's cores: together they are what one call costs it).
     """
     if concurrency < 1 or seconds <= 0:
         raise ValueError("concurrency must be >= 1 and seconds > 0")
     if mode == "threads":
-        results = _in_threads(fn, seconds, concurrency, warmup)
+        results = _in_threads(fn, seconds, concurrency, warmup, node_cpu)
     elif mode == "processes":
-        results = _in_processes(fn, seconds, concurrency, warmup)
+        results = _in_processes(fn, seconds, concurrency, warmup, node_cpu)
     else:
         raise ValueError(f"mode {mode!r}: threads or processes")
     latencies = sorted(x for r in results for x in r.latencies)
     window = max(r.finished for r in results) - min(r.started for r in results)
     errors = sum(r.errors for r in results)
     ms = 1000.0
+    node_seconds = next((r.node_cpu for r in results if r.node_cpu is not None), None)
     return {
         "p50_ms": round(_percentile(latencies, 0.50) * ms, 3),
         "p99_ms": round(_percentile(latencies, 0.99) * ms, 3),
@@ -298,6 +323,8 @@ def measure(fn: Callable[[], object], *, seconds: float, concurrency: int, mode:
         # Threads share one process (each worker saw all of its CPU over about the same window): the largest.
         "cpu_ms_per_call": round((max(r.cpu for r in results) if mode == "threads" else sum(r.cpu for r in results))
                                  / len(latencies) * ms, 3) if latencies else 0.0,
+        **({"node_cpu_ms_per_call": round(node_seconds / len(latencies) * ms, 3) if latencies else 0.0}
+           if node_seconds is not None else {}),
     }
 
 

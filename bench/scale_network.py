@@ -17,13 +17,17 @@ What it builds (figures at --scale 1; the 2,000 followed authors and 50 celebrit
 
 Then, at concurrency 1 and 8 for --seconds each: follow/unfollow of C and like/unlike of H by accounts that
 did not yet, Q6 `common` and `common rareword` (answers checked against a brute-force reference computed from
-the generated data), Q4 newest and most-liked for R, Q1 of C. It scans the node's log for tombstone warnings
+the generated data), Q4 newest and most-liked for R, Q1 of C. Beside the like, two figures that say where its
+time goes: `like_unlike_direct`, the same like without HTTP (the route's reads and the action, called
+directly), and `like_io_floor`, the like's rounds of requests sent by the driver alone (bench/io_floor.py).
+Every figure carries the client's and the node's CPU per call. It scans the node's log for tombstone warnings
 written during the measured phase, and reports each table's largest partition from the node itself
 (nodetool + sstablepartitions). One JSON object goes to stdout and bench/results/scale_network-<time>.json.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import pickle
@@ -46,6 +50,7 @@ from api.network.jobs import JobWorker
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, set_network_settings
 from bench import scale_common as sc
+from bench.io_floor import LikeIoFloor
 
 NET = "scale"
 ADMIN_TOKEN = "scale-admin-token"
@@ -331,8 +336,19 @@ def _measure(db: Database, data: dict[str, Any], plan: Plan, out: dict[str, Any]
         a, do = likers.step()
         call("put" if do else "delete", f"/networks/{NET}/posts/{H}/likes/{a}")
 
+    def like_or_unlike_direct() -> None:
+        """The like without HTTP: the route's reads and the action, called as the route calls them."""
+        a, do = likers.step()
+        liker = accounts.start_get_account(db, NET, a, counts=False)
+        post, buckets = posts.post_and_term_buckets(db, NET, H)
+        if post is None or accounts.account_from(liker) is None:
+            raise RuntimeError(f"post {H} or account {a} missing")
+        (actions.like(db, NET, post, a, buckets) if do else actions.unlike(db, NET, post, a, buckets))
+
+    floor = LikeIoFloor(db)
     ops = {
         "follow_unfollow_celebrity": follow_or_unfollow, "like_unlike_hot_post": like_or_unlike,
+        "like_unlike_direct": like_or_unlike_direct, "like_io_floor": floor,
         "q6_common": lambda: call("get", f"/networks/{NET}/search", query_string={"q": "common"}),
         "q6_common_rareword": lambda: call("get", f"/networks/{NET}/search", query_string={"q": "common rareword"}),
         "q4_newest": lambda: call("get", f"/networks/{NET}/accounts/{R}/home"),
@@ -348,12 +364,17 @@ def _measure(db: Database, data: dict[str, Any], plan: Plan, out: dict[str, Any]
     celebrity_ids = range(CELEBS0, CELEBS0 + CELEBS)
     out["q4_first_read"] = {"cache_rebuilt": home["cache_rebuilt"],
                             "celebrity_posts_on_page": sum(p["author_id"] in celebrity_ids for p in home["posts"])}
-    offset = sc.log_offset(node)
+    node_cpu = sc.node_cpu_seconds(node)
     figures: dict[str, Any] = {}
-    for concurrency in (1, 8):
-        for name, fn in ops.items():
-            figures[f"{name}@c{concurrency}"] = sc.measure(fn, seconds=seconds, concurrency=concurrency)
-            click.echo(f"{name}@c{concurrency}: {figures[f'{name}@c{concurrency}']}", err=True)
+    with contextlib.ExitStack() as stack:
+        if "like_io_floor" in ops:
+            stack.enter_context(floor)  # its probe tables exist only while measuring (created before the log offset)
+        offset = sc.log_offset(node)
+        for concurrency in (1, 8):
+            for name, fn in ops.items():
+                figures[f"{name}@c{concurrency}"] = sc.measure(fn, seconds=seconds, concurrency=concurrency,
+                                                               node_cpu=node_cpu)
+                click.echo(f"{name}@c{concurrency}: {figures[f'{name}@c{concurrency}']}", err=True)
     for a in followers.outstanding():
         call("delete", f"/networks/{NET}/accounts/{a}/follows/{C}")
     for a in likers.outstanding():

@@ -5,6 +5,7 @@ result files."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 import time
 import zipfile
@@ -21,6 +22,7 @@ from bench.scale_common import (
     largest_partitions,
     log_offset,
     measure,
+    node_cpu_seconds,
     scratch_keyspace,
     scratch_settings,
     tombstone_warnings,
@@ -206,6 +208,32 @@ def test_measure_reports_the_cpu_each_call_costs():
     for mode, concurrency in (("threads", 1), ("processes", 2)):
         busy = measure(spin, seconds=0.5, concurrency=concurrency, mode=mode, warmup=0)
         assert 3.5 <= busy["cpu_ms_per_call"] <= 6.0, busy
+
+
+def test_measure_reports_the_node_cpu_of_its_window_per_call():
+    """The node's CPU is read at both ends of the timed window (warm-up calls excluded) and divided by the calls
+    timed. A stand-in reader that every call moves by 2 ms shows the arithmetic, in a thread and across two
+    processes sharing it (as they share the node)."""
+    moved = multiprocessing.get_context("fork").Value("d", 0.0)
+
+    def call() -> None:
+        with moved.get_lock():
+            moved.value += 0.002
+
+    alone = measure(call, seconds=0.3, concurrency=1, warmup=0.2, node_cpu=lambda: moved.value)
+    assert alone["node_cpu_ms_per_call"] == pytest.approx(2.0, abs=0.001), alone
+    shared = measure(call, seconds=0.5, concurrency=2, mode="processes", warmup=0.2, node_cpu=lambda: moved.value)
+    assert shared["node_cpu_ms_per_call"] == pytest.approx(2.0, rel=0.1), shared
+    assert "node_cpu_ms_per_call" not in measure(call, seconds=0.1, concurrency=1, warmup=0)
+
+
+def test_node_cpu_seconds_reads_the_running_node(scratch, cassandra_node: NodeSpec):
+    read = node_cpu_seconds(cassandra_node)
+    before = read()
+    statement = scratch.session.prepare("SELECT release_version FROM system.local")
+    for _ in range(2_000):
+        scratch.session.execute(statement)
+    assert read() > before
 
 
 def test_measure_counts_failures():
