@@ -3,13 +3,17 @@ commands' peak memory, and a Web API backfill against the loopback Slack stand-i
 killed twice and resumed.
 
     python -m bench.slack_history [--messages 1000000] [--small 100000] [--parts import,export,backfill]
+                                  [--rich-share 0.4]
 
 - import: generates exports of `--small` and `--messages` messages (50 public channels, 2 years, threads,
   reactions, edits, files; tests/fakes/slack_export.py), imports each with `chronicle slack import-export` in a
   child process, and reports messages/s and the child's peak RSS (targets: >= 5,000 messages/s, <= 300 MB
   whatever the size);
-- export: `chronicle slack export` of the big import (target >= 10,000 messages/s, memory bounded), and the
-  exported ZIP re-imported into a second workspace is compared with the first, channel by channel;
+- export: `chronicle slack export` of the big import (target >= 10,000 messages/s, memory bounded), a
+  field-level diff of every generated message against the exported one (target: 0 fields lost beyond
+  docs/slack-messages.md's normalisations), and the exported ZIP re-imported into a second workspace is
+  compared with the first, channel by channel. `--rich-share` of the user messages carry Block Kit blocks and
+  a link unfurl attachment (issue 27: 40%);
 - backfill: `chronicle slack backfill` against FakeSlackWebApi with a rate limit per method; the run is killed
   (SIGKILL) twice and restarted, then an uninterrupted run of the same workspace goes into a second workspace;
   reports requests/s per method against the allowed rate, the time the limit forces, and whether both
@@ -65,10 +69,47 @@ def _note(part: str, figures: dict[str, Any]) -> None:
     print(f"{part}: {figures}", file=sys.stderr, flush=True)
 
 
-def _spec(n: int, seed: int) -> ExportSpec:
+def _spec(n: int, seed: int, rich_share: float) -> ExportSpec:
     return ExportSpec(seed=seed, team_id="TBENCHHIST", messages=n, n_users=200, n_channels=50, n_private=0,
                       n_dms=0, n_mpims=0, days=730, thread_share=0.08, reaction_share=0.15, edit_share=0.05,
-                      file_share=0.02, pretty=False)
+                      file_share=0.02, rich_share=rich_share, pretty=False)
+
+
+def _normalised(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as Chronicle's export writes it (docs/slack-messages.md "Normalisations": reactions by emoji,
+    users by id, count = users)."""
+    out = dict(m)
+    if isinstance(out.get("reactions"), list):
+        out["reactions"] = sorted(({**r, "users": sorted(r["users"]), "count": len(r["users"])}
+                                   for r in out["reactions"]), key=lambda r: r["name"])
+    return out
+
+
+def fields_lost(original: Path, exported: Path) -> dict[str, Any]:
+    """Field-level diff of every message of `original` against the same message in `exported` (both ZIPs, day
+    files dated in UTC): how many fields are missing or differ, by field name, and messages missing."""
+    import json
+    import zipfile
+
+    lost: Counter[str] = Counter()
+    missing = compared = 0
+    with zipfile.ZipFile(original) as a, zipfile.ZipFile(exported) as b:
+        names = set(b.namelist())
+        for name in a.namelist():
+            if "/" not in name or not name.endswith(".json"):
+                continue
+            want = json.loads(a.read(name))
+            got = {m["ts"]: m for m in json.loads(b.read(name))} if name in names else {}
+            for m in want:
+                compared += 1
+                back = got.get(m["ts"])
+                if back is None:
+                    missing += 1
+                    continue
+                theirs, ours = _normalised(m), _normalised(back)
+                lost.update(k for k, v in theirs.items() if ours.get(k) != v)
+    return {"messages_compared": compared, "messages_missing": missing, "fields_lost": sum(lost.values()),
+            "fields_lost_by_name": dict(lost.most_common(20))}
 
 
 def channel_state(db: Database, team: str, *, include_deleted: bool = True) -> dict[str, Any]:
@@ -101,12 +142,13 @@ def _all_users(db: Database, team: str) -> list[dict[str, Any]]:
     return found
 
 
-def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool, rich_share: float
+                        ) -> dict[str, Any]:
+    out: dict[str, Any] = {"rich_share": rich_share}
     for label, n in (("small", n_small), ("big", n_big)):
         path = workdir / f"export-{n}.zip"
         started = time.perf_counter()
-        summary = write_export(path, _spec(n, seed=n))
+        summary = write_export(path, _spec(n, seed=n, rich_share=rich_share))
         out[f"generated_{label}"] = {"messages": summary.messages, "threads": summary.threads,
                                      "replies": summary.replies, "files": summary.files,
                                      "zip_mb": round(summary.zip_bytes / 1e6, 1), "day_files": summary.day_files,
@@ -122,12 +164,15 @@ def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool
                 continue
             exported = workdir / "exported.zip"
             seconds, rss, _ = _measured([CHRONICLE, "slack", "export", "--team", "TBENCHHIST", "--out",
-                                         str(exported), "--no-progress"], _env(db.keyspace))
+                                         str(exported), "--tz", "UTC", "--no-progress"], _env(db.keyspace))
             out["export_big"] = {"messages": summary.messages, "seconds": round(seconds, 1),
                                  "messages_per_s": round(summary.messages / seconds), "peak_rss_mb": rss,
                                  "zip_mb": round(exported.stat().st_size / 1e6, 1)}
             _note("export_big", out["export_big"])
-            _measured([CHRONICLE, "slack", "import-export", str(exported), "--team", "TBENCHBACK", "--no-progress"],
+            out["round_trip_fields"] = fields_lost(path, exported)
+            _note("round_trip_fields", out["round_trip_fields"])
+            _measured([CHRONICLE, "slack", "import-export", str(exported), "--team", "TBENCHBACK", "--as-copy",
+                       "--no-progress"],
                       _env(db.keyspace))
             first, again = channel_state(db, "TBENCHHIST"), channel_state(db, "TBENCHBACK")
             out["round_trip_equal"] = first == again
@@ -217,6 +262,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=100_000)
     parser.add_argument("--parts", default="import,export,backfill")
+    parser.add_argument("--rich-share", type=float, default=0.4,
+                        help="import/export: share of user messages with Block Kit blocks and an attachment")
     parser.add_argument("--channels", type=int, default=8, help="backfill: channels")
     parser.add_argument("--per-channel", type=int, default=600, help="backfill: top-level messages a channel")
     parser.add_argument("--rate", type=int, default=10, help="backfill: allowed requests a second per method")
@@ -226,7 +273,8 @@ def main() -> None:
     result: dict[str, Any] = {"bench": "slack_history", "args": vars(args)}
     with tempfile.TemporaryDirectory(prefix="chronicle-hist-") as tmp:
         if parts & {"import", "export"}:
-            result["import_export"] = bench_import_export(args.messages, args.small, Path(tmp), "export" in parts)
+            result["import_export"] = bench_import_export(args.messages, args.small, Path(tmp), "export" in parts,
+                                                          args.rich_share)
     if "backfill" in parts:
         result["backfill"] = bench_backfill(args.channels, args.per_channel, args.rate, args.window)
     ie = result.get("import_export", {})
@@ -236,6 +284,9 @@ def main() -> None:
                                    ie.get("import_small", {}).get("peak_rss_mb", 0)) <= 300 if ie else None,
         "export_>=_10000_msgs_per_s": ie["export_big"]["messages_per_s"] >= 10000 if "export_big" in ie else None,
         "round_trip_equal": ie.get("round_trip_equal"),
+        "round_trip_0_fields_lost": (ie["round_trip_fields"]["fields_lost"] == 0
+                                     and ie["round_trip_fields"]["messages_missing"] == 0)
+        if "round_trip_fields" in ie else None,
         "backfill_resumed_identical": result.get("backfill", {}).get("tables_identical_to_uninterrupted"),
     }.items() if v is not None}
     write_result("slack_history", result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import socket
@@ -151,3 +152,159 @@ def test_no_path_hacks_anywhere():
         if any(hack in text for hack in hacks):
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+# -- slack commands: ids validated, unknown workspaces and channels refused with nothing written ------------------
+
+SLACK_ID_COMMANDS = {  # each slack command taking --team (and --channels), with the rest of a valid command line
+    "backfill": [],
+    "export": ["--out", "{out}"],
+    "report": [],
+    "analytics-rebuild": [],
+    "index-search": [],
+    "import-export": ["{zip}"],
+}
+
+
+def _slack_zip(path: Path, team: str | None, *, user: str = "UCLI1") -> Path:
+    """A small Slack export: one user (of `team`, or with no team_id), #general with two messages on 2016-03-02."""
+    import json
+    import zipfile
+
+    person = {"id": user, "name": "cli", **({"team_id": team} if team else {})}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("users.json", json.dumps([person]))
+        zf.writestr("channels.json", json.dumps([{"id": "CCLIGENERAL", "name": "general", "created": 1456000000}]))
+        zf.writestr("general/2016-03-02.json", json.dumps([
+            {"type": "message", "user": user, "text": f"message {i}", "ts": f"{1456920000 + i}.000100"}
+            for i in range(2)]))
+    return path
+
+
+def _team() -> str:
+    import uuid
+
+    return f"T{uuid.uuid4().hex[:12].upper()}"
+
+
+def _slack(db, *args: str):
+    keyspace = [] if args[0] == "backfill" else ["--keyspace", db.keyspace]
+    progress = ["--no-progress"] if args[0] not in ("report",) else []
+    return CliRunner().invoke(chronicle, ["slack", *args, *keyspace, *progress])
+
+
+@pytest.mark.parametrize("command", sorted(SLACK_ID_COMMANDS))
+def test_slack_team_and_channel_ids_are_checked_before_anything_runs(command, tmp_path):
+    out, zip_path = tmp_path / "out.zip", _slack_zip(tmp_path / "in.zip", "TCLI")
+    rest = [a.format(out=out, zip=zip_path) for a in SLACK_ID_COMMANDS[command]]
+    for bad in ("bad team", "t1", "T1\n", "T" * 65, ""):
+        result = CliRunner().invoke(chronicle, ["slack", command, *rest, "--team", bad])
+        assert result.exit_code == 2, (command, bad, result.output)
+        assert "is not a Slack workspace id" in result.output, result.output
+    if command in ("backfill", "export", "analytics-rebuild", "index-search"):
+        for bad in ("bad channel", ",", "General", "a.b", "C1;DROP"):
+            result = CliRunner().invoke(chronicle, ["slack", command, *rest, "--team", "T1", "--channels", bad])
+            assert result.exit_code == 2, (command, bad, result.output)
+            assert "is not a Slack channel id" in result.output or "names no channel" in result.output
+    if command in ("analytics-rebuild", "index-search"):  # ids only: a name is refused
+        result = CliRunner().invoke(chronicle, ["slack", command, "--team", "T1", "--channels", "general"])
+        assert result.exit_code == 2 and "'general' is not a Slack channel id" in result.output
+    assert not out.exists() and not Path(f"{out}.partial").exists()
+
+
+def test_slack_export_of_an_unknown_workspace_or_channel_exits_4_and_writes_no_file(db, tmp_path):
+    from api.slack import zip_import
+
+    team = _team()
+    zip_import.import_export(db, str(_slack_zip(tmp_path / "in.zip", team)), team_id=team)
+    out = tmp_path / "out.zip"
+    never = _team()
+    result = _slack(db, "export", "--team", never, "--out", str(out))
+    assert result.exit_code == 4, result.output
+    assert f"workspace {never} is not in the archive" in result.output
+    for channels in ("CNOSUCHCHANNEL", "general,nosuchname"):
+        result = _slack(db, "export", "--team", team, "--out", str(out), "--channels", channels)
+        assert result.exit_code == 4, result.output
+        missing = channels.split(",")[-1]
+        assert f"no channel {missing} in workspace {team}'s archive" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zip"]  # no ZIP, not even an empty or partial one
+    out.write_bytes(b"an older export")
+    assert _slack(db, "export", "--team", never, "--out", str(out)).exit_code == 4
+    assert out.read_bytes() == b"an older export"  # refused before the file is opened
+    for channels in ("general", "CCLIGENERAL", "#general"):
+        result = _slack(db, "export", "--team", team, "--out", str(out), "--channels", channels)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["messages"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zip", "out.zip"]
+
+
+def test_a_failed_export_leaves_no_file_behind(db, tmp_path, monkeypatch):
+    from api.slack import zip_export, zip_import
+
+    team = _team()
+    zip_import.import_export(db, str(_slack_zip(tmp_path / "in.zip", team)), team_id=team)
+
+    def broken(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zip_export, "_export_channel", broken)
+    with pytest.raises(OSError, match="disk full"):
+        zip_export.export(db, team, str(tmp_path / "out.zip"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zip"]
+
+
+def test_slack_report_of_an_unknown_workspace_exits_4_and_stores_nothing(db, tmp_path):
+    from api.slack.reports import service
+
+    never = _team()
+    out = tmp_path / "report.json"
+    result = _slack(db, "report", "--team", never, "--start", "2016-02-28", "--out", str(out))
+    assert result.exit_code == 4, result.output
+    assert f"workspace {never} is not in the archive" in result.output
+    assert not out.exists()
+    assert service.get(db, never, "2016-02-28-7") is None
+    assert service.listing(db, never, limit=10)[0] == []
+    assert _slack(db, "report", "--team", never, "--start", "2016-02-28", "--stored").exit_code == 4
+    team = _team()
+    from api.slack import zip_import
+
+    zip_import.import_export(db, str(_slack_zip(tmp_path / "in.zip", team)), team_id=team)
+    result = _slack(db, "report", "--team", team, "--start", "2016-02-28")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["totals"]["messages"]["value"] == 2
+
+
+def test_slack_import_export_refuses_a_team_the_export_does_not_name(db, tmp_path):
+    from api.slack import channels, users
+
+    export_team, other = _team(), _team()
+    path = _slack_zip(tmp_path / "in.zip", export_team)
+    for args in ((), ("--dry-run",)):
+        result = _slack(db, "import-export", str(path), "--team", other, *args)
+        assert result.exit_code == 4, result.output
+        assert f"belongs to workspace {export_team}" in result.output and other in result.output
+    for team in (export_team, other):  # nothing written, under either id
+        assert not channels.workspace_known(db, team) and users.get(db, team, "UCLI1") is None
+    result = _slack(db, "import-export", str(path), "--team", export_team)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["messages"] == 2 and channels.workspace_known(db, export_team)
+    anonymous = _slack_zip(tmp_path / "anon.zip", None)  # users.json names no workspace: --team is taken
+    result = _slack(db, "import-export", str(anonymous), "--team", other)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["team_id"] == other
+    assert _slack(db, "import-export", str(_slack_zip(tmp_path / "a2.zip", None))).exit_code == 1  # no workspace
+
+
+@pytest.mark.parametrize("command", ["analytics-rebuild", "index-search"])
+def test_slack_rebuild_commands_refuse_unknown_workspaces_and_channels(db, tmp_path, command):
+    from api.slack import zip_import
+
+    team = _team()
+    zip_import.import_export(db, str(_slack_zip(tmp_path / "in.zip", team)), team_id=team)
+    result = _slack(db, command, "--team", _team(), "--dry-run")
+    assert result.exit_code == 4 and "is not in the archive" in result.output, result.output
+    result = _slack(db, command, "--team", team, "--channels", "CCLIGENERAL,CNOSUCH", "--dry-run")
+    assert result.exit_code == 4 and f"no channel CNOSUCH in workspace {team}'s archive" in result.output
+    result = _slack(db, command, "--team", team, "--channels", "CCLIGENERAL", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["channels"] == 1

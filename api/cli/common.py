@@ -4,9 +4,10 @@ Exit codes, the same for every command (each command's help says which of them i
 
   0  done
   1  failed: a bad input file, a write or a migration failed, some files failed (file worker), a node failed
-  2  usage error or bad configuration
+  2  usage error or bad configuration (a --team / --channels value that is not a Slack id or channel name)
   3  Cassandra unreachable, or (node commands) a prerequisite is missing: Java, Maven, disk space, a free port
-  4  not found: an account, post or ranking snapshot
+  4  not found: an account, post or ranking snapshot; a stored report; a Slack workspace or channel that is not
+     in the archive (nothing is written)
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ EXIT_PREREQUISITE = EXIT_UNREACHABLE  # node commands: what they need is missing
 EXIT_NODE_FAILED = EXIT_FAILED
 EXIT_CODES_DOC = ("Exit codes: 0 done, 1 failed (bad input, a write, a migration or a node failed), "
                   "2 usage error or bad configuration, 3 Cassandra unreachable or a node prerequisite missing "
-                  "(Java, Maven, disk space, a free port), 4 account/post/snapshot not found.")
+                  "(Java, Maven, disk space, a free port), 4 not found (an account, post, snapshot, stored "
+                  "report, Slack workspace or channel).")
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 

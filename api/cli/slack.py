@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import signal
 import sys
 from typing import Any
@@ -119,6 +120,83 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
 
 EXIT_BAD_TOKEN, EXIT_MISSING_SCOPE, EXIT_RATE_LIMITED = 5, 6, 7
 
+# A channel name as Slack allows it: lower-case letters (any script), digits, hyphens and underscores, at most
+# 80 characters (checked with the value == its lower-case form); a leading # is dropped.
+_CHANNEL_NAME = re.compile(r"[\w-]{1,80}")
+
+
+def _team_id(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--team: a Slack workspace id (upper-case letters and digits), else a usage error (exit 2)."""
+    from api.slack.codec import is_slack_id
+
+    if value is not None and not is_slack_id(value):
+        raise click.BadParameter(f"{value[:80]!r} is not a Slack workspace id (upper-case letters and digits, "
+                                 "e.g. T024BE7LD)", param=param)
+    return value
+
+
+def _channel_list(value: str | None, param: click.Parameter, *, names: bool) -> list[str] | None:
+    from api.slack.codec import is_slack_id
+
+    if value is None:
+        return None
+    out = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        if is_slack_id(item):
+            out.append(item)
+        elif names and _CHANNEL_NAME.fullmatch(item.removeprefix("#")) and item == item.lower():
+            out.append(item.removeprefix("#"))
+        else:
+            what = "a Slack channel id (upper-case letters and digits, e.g. C024BE91L)" + (
+                " nor a channel name (lower-case, no spaces or dots)" if names else "")
+            raise click.BadParameter(f"{item[:80]!r} is not {what}", param=param)
+    if not out:
+        raise click.BadParameter("names no channel", param=param)
+    return out
+
+
+def _channel_ids(_ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """--channels of commands that take ids only: each a Slack channel id, else a usage error (exit 2)."""
+    return _channel_list(value, param, names=False)
+
+
+def _channel_refs(_ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """--channels of commands that take ids or names: each a Slack channel id or name, else exit 2."""
+    return _channel_list(value, param, names=True)
+
+
+def _indexed_channels(db: Any, team_id: str, wanted: list[str] | None) -> list[str]:
+    """The channel ids to work on: `wanted`, each in the workspace's channel index or with stored days, else
+    every indexed one. Exit 4 when the workspace was never archived or a wanted id is none of its channels."""
+    from api.cli.common import EXIT_NOT_FOUND
+    from api.slack import channels as channel_table
+    from api.slack import messages
+
+    indexed = [r.channel_id for r in channel_table.every_indexed(db, team_id)]
+    if wanted is None:
+        if not indexed:
+            fail(f"workspace {team_id} is not in the archive (nothing of it was ever stored)", EXIT_NOT_FOUND)
+        return indexed
+    missing = sorted(c for c in set(wanted) - set(indexed)  # an unindexed channel with messages still counts
+                     if next(iter(messages.all_days(db, team_id, c)), None) is None)
+    if missing:
+        fail(f"no channel {', '.join(missing)} in workspace {team_id}'s archive", EXIT_NOT_FOUND)
+    return wanted
+
+
+def _zone(value: str | None) -> str | None:
+    """--tz: an IANA zone name (else usage error, exit 2)."""
+    if value is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"{value[:80]!r} is not an IANA time zone (e.g. America/Los_Angeles)") from None
+    return value
+
 
 def _epoch(value: str | None, option: str) -> int | None:
     """YYYY-MM-DD (UTC midnight) or a Slack ts, as µs."""
@@ -138,9 +216,10 @@ def _epoch(value: str | None, option: str) -> int | None:
 
 
 @slack.command("backfill", context_settings=CONTEXT, short_help="Fetch a workspace's history via the Web API.")
-@click.option("--team", "team_id", required=True, help="Workspace id (its bot token: CHRONICLE_SLACK_BOT_TOKENS "
-              "T=xoxb-... or CHRONICLE_SLACK_BOT_TOKEN).")
-@click.option("--channels", default=None, help="Comma-separated channel ids or names (default: every channel).")
+@click.option("--team", "team_id", required=True, callback=_team_id,
+              help="Workspace id (its bot token: CHRONICLE_SLACK_BOT_TOKENS T=xoxb-... or CHRONICLE_SLACK_BOT_TOKEN).")
+@click.option("--channels", default=None, callback=_channel_refs,
+              help="Comma-separated channel ids or names (default: every channel).")
 @click.option("--refetch-days", type=click.IntRange(0), default=7, show_default=True,
               help="Start this many days before each channel's cursor (edits, deletes, reactions, replies).")
 @click.option("--max-age-days", type=click.IntRange(0), default=21, show_default=True,
@@ -151,7 +230,7 @@ def _epoch(value: str | None, option: str) -> int | None:
 @click.option("--dry-run", is_flag=True, help="Fetch and count; write nothing (cursors do not move).")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days: int, include_private: bool,
+def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_age_days: int, include_private: bool,
              rate_wait_budget: float, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Backfill a workspace's history through Slack's Web API into the archive (docs/slack-history.md).
 
@@ -159,6 +238,8 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
     channel from its cursor (minus --refetch-days, within --max-age-days) and conversations.replies for every
     thread. Resumable: kill it at any moment and run it again; nothing is lost or stored twice. Prints a JSON
     report.
+
+    --team must be a Slack workspace id and each --channels value a channel id or name (else exit 2).
 
     Exit codes: 0 done, 1 Slack answered an error, 2 usage error or no token, 3 Cassandra unreachable,
     5 the token was refused, 6 the token lacks a scope, 7 rate limited beyond --rate-wait-budget.
@@ -171,7 +252,7 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
     if not token:
         fail(f"no bot token for {team_id}: set CHRONICLE_SLACK_BOT_TOKENS={team_id}=xoxb-... "
              "(or CHRONICLE_SLACK_BOT_TOKEN)", EXIT_USAGE)
-    wanted = frozenset(c.strip() for c in channels.split(",") if c.strip()) if channels else None
+    wanted = frozenset(channels) if channels else None
     options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,
                       channels=wanted, dry_run=dry_run, rate_wait_budget=rate_wait_budget)
     db = _database(keyspace)
@@ -203,7 +284,12 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
 
 @slack.command("import-export", context_settings=CONTEXT, short_help="Import a Slack export ZIP.")
 @click.argument("zip_path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--team", "team_id", default=None, help="Workspace id (default: the team_id in users.json).")
+@click.option("--team", "team_id", default=None, callback=_team_id,
+              help="Workspace id (default: the team_id in users.json); must be one users.json names (exit 4 if "
+                   "not), so an export is never filed under the wrong workspace.")
+@click.option("--as-copy", is_flag=True,
+              help="With --team: import the export as a copy under that workspace id even though users.json "
+                   "names another (a test or staging copy of a workspace).")
 @click.option("--include-private", is_flag=True, help="Also import private channels (groups.json).")
 @click.option("--observed-at", default=None,
               help="When the export was made (YYYY-MM-DD or a Slack ts; default: the newest entry time in the ZIP).")
@@ -214,7 +300,7 @@ def backfill(team_id: str, channels: str | None, refetch_days: int, max_age_days
 @click.option("--dry-run", is_flag=True, help="Read and check everything, report counts per channel, write nothing.")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def import_export(zip_path: str, team_id: str | None, include_private: bool, observed_at: str | None,
+def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_private: bool, observed_at: str | None,
                   max_bytes: int, max_entries: int, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Import a Slack export ZIP (Slack's own export, slackdump's export) into the archive.
 
@@ -222,10 +308,17 @@ def import_export(zip_path: str, team_id: str | None, include_private: bool, obs
     files already stored, and what it redoes is idempotent); files are queued for the file worker like live
     file_share events. Prints a JSON report: counts per channel and what was skipped, with reasons.
 
+    The workspace is the team_id users.json names (the most common one in an org export); --team, when given,
+    must be a Slack workspace id (else exit 2) and one of the workspaces users.json names: an export whose
+    users.json names other workspaces is refused with exit 4 before anything is written (an export whose
+    users.json names none is imported under --team). --as-copy files it under --team all the same.
+
     Exit codes: 0 imported (some items may be skipped: see the report), 1 nothing could be imported (not a
-    ZIP, over the limits, no workspace), 2 usage error, 3 Cassandra unreachable.
+    ZIP, over the limits, no workspace), 2 usage error, 3 Cassandra unreachable, 4 --team is not the export's
+    workspace.
     """
-    from api.slack.zip_import import BadArchive, Limits
+    from api.cli.common import EXIT_NOT_FOUND
+    from api.slack.zip_import import BadArchive, Limits, WrongWorkspace
     from api.slack.zip_import import import_export as run_import
 
     limits = Limits(max_total_bytes=max_bytes, max_entries=max_entries)
@@ -246,9 +339,11 @@ def import_export(zip_path: str, team_id: str | None, include_private: bool, obs
             try:
                 report = run_import(db, zip_path, team_id=team_id, include_private=include_private,
                                     dry_run=dry_run, observed_at=at, limits=limits, progress=on_progress,
-                                    on_day_files=on_day_files)
+                                    on_day_files=on_day_files, strict_team=not as_copy)
             except BadArchive as exc:
                 fail(f"{zip_path}: {exc}", EXIT_FAILED)
+            except WrongWorkspace as exc:
+                fail(f"{zip_path}: {exc}", EXIT_NOT_FOUND)
     finally:
         if db is not None:
             db.close()
@@ -258,27 +353,38 @@ def import_export(zip_path: str, team_id: str | None, include_private: bool, obs
 
 
 @slack.command("export", context_settings=CONTEXT, short_help="Export a workspace's archive as a Slack export ZIP.")
-@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, writable=True),
               help="The ZIP file to write.")
 @click.option("--from", "since", default=None, help="First day (YYYY-MM-DD, UTC) or Slack ts (inclusive).")
 @click.option("--to", "until", default=None, help="End day (YYYY-MM-DD, UTC) or Slack ts (exclusive).")
-@click.option("--channels", default=None, help="Comma-separated channel ids or names (default: every channel).")
-@click.option("--include-deleted", is_flag=True, help="Also deleted messages (marked \"deleted\": true).")
+@click.option("--channels", default=None, callback=_channel_refs,
+              help="Comma-separated channel ids or names (default: every channel).")
+@click.option("--include-deleted", is_flag=True, help="Also deleted messages (marked \"deleted\": true) and deleted "
+                                                      "channels.")
+@click.option("--tz", default=None, callback=lambda _c, _p, v: _zone(v),
+              help="IANA zone the day files are dated in [default: the workspace's: its primary owner's zone, "
+                   "else most people's, else UTC], as Slack's own export dates them.")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def export(team_id: str, out_path: str, since: str | None, until: str | None, channels: str | None,
-           include_deleted: bool, keyspace: str | None, progress: bool) -> None:
+def export(team_id: str, out_path: str, since: str | None, until: str | None, channels: list[str] | None,
+           include_deleted: bool, tz: str | None, keyspace: str | None, progress: bool) -> None:
     """Write the workspace's archive in Slack's export layout (users.json, channels.json, groups.json, one folder
     of YYYY-MM-DD.json day files per channel), streaming one day file at a time. Edited messages carry their
     current text; deleted ones are left out unless --include-deleted.
 
-    Exit codes: 0 written, 1 failed, 2 usage error, 3 Cassandra unreachable.
+    --team must be a Slack workspace id and each --channels value a channel id or name (else exit 2). A workspace
+    Chronicle never archived, or a --channels value naming none of its channels, is exit 4 with nothing written.
+    The ZIP is written beside --out as <out>.partial and renamed when complete: a failed export leaves no file
+    (and an existing --out as it was).
+
+    Exit codes: 0 written, 1 failed, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
     """
+    from api.cli.common import EXIT_NOT_FOUND
+    from api.slack.zip_export import NotFound
     from api.slack.zip_export import export as run_export
 
     lo, hi = _epoch(since, "--from"), _epoch(until, "--to")
-    wanted = [c.strip() for c in channels.split(",") if c.strip()] if channels else None
     db = _database(keyspace)
     try:
         with cassandra_errors(), progress_bars(progress) as bar:
@@ -290,15 +396,17 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
             def on_progress(_folder: str, n: int) -> None:
                 bars["messages"](n)
 
-            report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=wanted,
-                                include_deleted=include_deleted, progress=on_progress, on_channels=on_channels)
+            with fail_on(NotFound, code=EXIT_NOT_FOUND):
+                report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=channels,
+                                    include_deleted=include_deleted, progress=on_progress, on_channels=on_channels,
+                                    tz=tz)
     finally:
         db.close()
     emit(report.to_json())
 
 
 @slack.command("report", context_settings=CONTEXT, short_help="Generate, store, print and post an activity report.")
-@click.option("--team", "team_id", required=True, help="Workspace id.")
+@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
 @click.option("--start", default=None, help="First day (YYYY-MM-DD, UTC) [default: the latest Sunday-start week "
                                             "that has ended].")
 @click.option("--days", type=click.IntRange(1, 31), default=7, show_default=True, help="Length of the period.")
@@ -320,10 +428,11 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
            anonymise: bool, keyspace: str | None) -> None:
     """Compute the activity report of a period (default: last week), compared with the period before, store it
     (replacing a stored one atomically) and print it; optionally post it to Slack. Which messages count and
-    every figure: docs/slack-reports.md.
+    every figure: docs/slack-reports.md. --team must be a Slack workspace id (else exit 2); a workspace Chronicle
+    never archived is exit 4, with nothing stored, printed or posted.
 
     Exit codes: 0 done, 1 failed (Slack refused the post), 2 usage error, 3 Cassandra unreachable,
-    4 --stored and no stored report.
+    4 unknown workspace, or --stored and no stored report.
     """
     import datetime as dt
     import json
@@ -345,7 +454,8 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
                 if document is None:
                     fail(f"no stored report {period.report_id} for workspace {team_id}", EXIT_NOT_FOUND)
             else:
-                document = service.generate(db, team_id, period, include_private=include_private)
+                with fail_on(service.UnknownWorkspace, code=EXIT_NOT_FOUND):
+                    document = service.generate(db, team_id, period, include_private=include_private)
     finally:
         db.close()
     shown = anonymised_copy(document) if anonymise else document
@@ -370,28 +480,28 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
 
 @slack.command("analytics-rebuild", context_settings=CONTEXT,
                short_help="Compute per-message analytics of messages archived before they existed.")
-@click.option("--team", "team_id", required=True, help="Workspace id.")
-@click.option("--channels", default=None, help="Comma-separated channel ids (default: every channel of the index).")
+@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
+@click.option("--channels", default=None, callback=_channel_ids,
+              help="Comma-separated channel ids (default: every channel of the index).")
 @click.option("--dry-run", is_flag=True, help="Read and count what would be written; write nothing.")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def analytics_rebuild(team_id: str, channels: str | None, dry_run: bool, keyspace: str | None,
+def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None,
                       progress: bool) -> None:
     """Word counts, mentions and thread replies for messages stored before schema 0060 (docs/slack-reports.md),
     from the stored text, at the text's own write time: a newer edit always wins, and a re-run (or a run killed
-    and started again) writes the same values again, so it resumes by simply running again.
+    and started again) writes the same values again, so it resumes by simply running again. --team and each
+    --channels value must be Slack ids (else exit 2), of a workspace and channels in the archive (else exit 4).
 
-    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
     """
-    from api.slack import channels as channel_table
     from api.slack import messages
 
     db = _database(keyspace)
     written = days = 0
     try:
         with cassandra_errors(), progress_bars(progress) as bar:
-            wanted = ([c.strip() for c in channels.split(",") if c.strip()] if channels else
-                      [r.channel_id for r in channel_table.every_indexed(db, team_id)])
+            wanted = _indexed_channels(db, team_id, channels)
             advance = bar("channels", len(wanted))
             for channel_id in wanted:
                 for day in messages.all_days(db, team_id, channel_id):
@@ -409,30 +519,30 @@ def analytics_rebuild(team_id: str, channels: str | None, dry_run: bool, keyspac
 
 @slack.command("index-search", context_settings=CONTEXT,
                short_help="Index messages archived before search existed.")
-@click.option("--team", "team_id", required=True, help="Workspace id.")
-@click.option("--channels", default=None, help="Comma-separated channel ids (default: every channel of the index).")
+@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
+@click.option("--channels", default=None, callback=_channel_ids,
+              help="Comma-separated channel ids (default: every channel of the index).")
 @click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
 @click.option("--dry-run", is_flag=True, help="Read and count the messages and postings; write nothing.")
 @click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
 @click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
-def index_search(team_id: str, channels: str | None, restart: bool, dry_run: bool, keyspace: str | None,
+def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_run: bool, keyspace: str | None,
                  progress: bool) -> None:
     """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
     channel, newest day first. New messages are indexed at ingest; this is for archives stored before schema
     0090. Progress is recorded after each day (table slack_search_backfill), so a stopped run resumes at the
-    day it reached; postings are insert-only, so indexing a day twice changes nothing.
+    day it reached; postings are insert-only, so indexing a day twice changes nothing. --team and each
+    --channels value must be Slack ids (else exit 2), of a workspace and channels in the archive (else exit 4).
 
-    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
     """
-    from api.slack import channels as channel_table
     from api.slack import search
 
     db = _database(keyspace)
     messages = rows = 0
     try:
         with cassandra_errors(), progress_bars(progress) as bar:
-            wanted = ([c.strip() for c in channels.split(",") if c.strip()] if channels else
-                      [r.channel_id for r in channel_table.every_indexed(db, team_id)])
+            wanted = _indexed_channels(db, team_id, channels)
             next_channel = bar("channels", len(wanted))
             advance = bar("messages", None)
             for channel_id in wanted:

@@ -22,6 +22,11 @@ PUT_TOUCH = Statement(
 SELECT_SOURCES = Statement(
     "SELECT day, channel_id, msg_day FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ? "
     "AND day >= ? AND day <= ?")
+SELECT_LATEST = Statement(
+    "SELECT day, channel_id FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ? "
+    "ORDER BY day DESC LIMIT ?", name="SELECT slack_user_activity (latest)")
+MAX_YEARS_BACK = 40  # years `latest_day` looks through (one small read each, concurrently)
+LATEST_SCAN = 500  # newest rows of a year looked through for one outside hidden channels
 
 # (team, user, UTC day, channel, message day)
 Touch = tuple[str, str, int, str, int]
@@ -69,6 +74,21 @@ def start_sources(db: Database, team_id: str, user_id: str, first_day: int, last
     for year in range(year_of_day(first_day), year_of_day(last_day) + 1):
         futures.append(db.execute_async(SELECT_SOURCES, (team_id, user_id, year, first_day, last_day)))
     return futures
+
+
+def latest_day(db: Database, team_id: str, user_id: str, first_year: int, last_year: int, *,
+               hidden_channels: frozenset[str] = frozenset()) -> int | None:
+    """The newest UTC day (days since 1970-01-01) in [first_year, last_year] on which the user acted or was acted
+    upon outside `hidden_channels`, else None. One read per UTC year (its partition's newest row; the newest
+    LATEST_SCAN rows when channels are hidden), at most MAX_YEARS_BACK years, in flight together."""
+    years = range(last_year, max(first_year, last_year - MAX_YEARS_BACK + 1) - 1, -1)
+    limit = LATEST_SCAN if hidden_channels else 1
+    futures = [db.execute_async(SELECT_LATEST, (team_id, user_id, year, limit)) for year in years]
+    for future in futures:
+        for row in future.result():
+            if row.channel_id not in hidden_channels:
+                return row.day
+    return None
 
 
 def sources_from(futures: list[ResponseFuture]) -> set[tuple[str, int]]:

@@ -190,7 +190,7 @@ class Backfill:
                 except ValueError:
                     continue
                 if not self.options.dry_run:
-                    users.store_profile(self.db, profile, seen_at=self.observed)
+                    users.store_profile(self.db, profile, seen_at=min(self.observed, profile.updated), raw=user)
                 n += 1
         return n
 

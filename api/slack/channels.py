@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
-from api.slack.codec import compress_json
+from api.slack.codec import compress_json, decompress_json
 from api.slack.timeutil import us_to_ts
 
 TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index", "slack_channel_members"})
@@ -30,6 +30,11 @@ UPDATE_CHANNEL = Statement(
     "visibility = :visibility, purpose = :purpose, topic = :topic, prev_channel_id = :prev_channel_id, "
     "next_channel_id = :next_channel_id, raw = :raw WHERE team_id = :team_id AND channel_id = :channel_id",
     name="UPSERT slack_channels")
+SET_LISTED = Statement(
+    "UPDATE slack_channels USING TIMESTAMP ? SET listed = ? WHERE team_id = ? AND channel_id = ?",
+    name="LISTED slack_channels")
+SELECT_LISTED = Statement("SELECT listed FROM slack_channels WHERE team_id = ? AND channel_id = ?",
+                          name="SELECT slack_channels (listed)")
 SET_ARCHIVED = Statement(
     "UPDATE slack_channels USING TIMESTAMP ? SET archived = true WHERE team_id = ? AND channel_id = ?",
     name="ARCHIVE slack_channels")
@@ -79,6 +84,8 @@ SELECT_INDEX_ALL = Statement(
 SELECT_INDEX_ONE = Statement(
     f"SELECT {_INDEX_COLUMNS} FROM slack_channel_index WHERE team_id = ? AND channel_id = ?",
     name="SELECT slack_channel_index (one)")
+SELECT_INDEX_ANY = Statement("SELECT channel_id FROM slack_channel_index WHERE team_id = ? LIMIT 1",
+                             name="SELECT slack_channel_index (any)")
 
 
 # -- writes: each row built here; ingest.py sends them, in its order --------------------------------------
@@ -133,6 +140,18 @@ def members_write(team_id: str, channel_id: str, at: int, members: int, source: 
 
 
 # -- reads ------------------------------------------------------------------------------------------------
+
+def listed_write(team_id: str, channel_id: str, at: int, obj: dict[str, Any]) -> Write:
+    """The channel object as history listed it at `at` (members, pins, every field)."""
+    return (SET_LISTED, (at, compress_json(obj), team_id, channel_id))
+
+
+def listed(db: Database, team_id: str, channel_id: str) -> dict[str, Any]:
+    """The channel object as history last listed it ({} when never listed)."""
+    row = db.execute(SELECT_LISTED, (team_id, channel_id)).one()
+    value = decompress_json(row.listed) if row is not None and row.listed else {}
+    return value if isinstance(value, dict) else {}
+
 
 def current(db: Database, team_id: str, channel_id: str) -> Any | None:
     """The channel's own row (no id chain): what a history snapshot compares with before it writes."""
@@ -213,6 +232,12 @@ def metadata(db: Database, team_id: str, channel_id: str, chain: list[Any]) -> d
         "prev_channel_id": head.prev_channel_id, "next_channel_id": head.next_channel_id,
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def workspace_known(db: Database, team_id: str) -> bool:
+    """Whether Chronicle has archived anything of this workspace: every stored message and channel event lists
+    its channel in the workspace's index, so an empty index partition is a workspace never seen (one row read)."""
+    return db.execute(SELECT_INDEX_ANY, (team_id,)).one() is not None
 
 
 def every_indexed(db: Database, team_id: str) -> list[Any]:

@@ -263,7 +263,8 @@ def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     if found is None:
         abort(404, message=f"no message {ts} in channel {channel_id}")
     message, history = found
-    return {**message.to_json(), "history": history}
+    # Returned as built: Slack's own fields pass through whole (marshmallow would keep only declared ones).
+    return current_app.json.response({**message.to_json(), "history": history})
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
@@ -290,8 +291,9 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
                                    include_deleted=include_deleted)
     if parent is None and not replies and not cursor:
         abort(404, message=f"no thread {thread_ts} in channel {channel_id}")
-    return {"parent": parent.to_json() if parent is not None else None,
-            "replies": [m.to_json() for m in replies], "next_cursor": _next_cursor(nxt, scope)}
+    return current_app.json.response({
+        "parent": parent.to_json() if parent is not None else None,
+        "replies": [m.to_json() for m in replies], "next_cursor": _next_cursor(nxt, scope)})
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))

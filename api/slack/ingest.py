@@ -33,6 +33,8 @@ Write = tuple[Statement, Params]
 _pending_activity: dict[tuple, list[tuple[list, list]]] = {}
 # Search day listings likewise, noted by `note_stored` (search_index.note_indexed).
 _pending_search: dict[tuple, list[list]] = {}
+# First-seen candidates likewise (users.note_first_seen).
+_pending_seen: dict[tuple, list[list]] = {}
 _PENDING_MAX = 50_000
 
 
@@ -44,13 +46,19 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     dirty mark; `acted` adds others'). Bulk loaders send many of these through one `execute_many`, then call
     `note_stored`."""
     author = {(msg.user, msg.ts, msg.channel_id, msg.ts), (msg.user, write_ts, msg.channel_id, msg.ts)}
+    acted = list(acted)
     activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live)
-    postings, listed = search_index.posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user, msg.text)
+    # Everyone the message shows is seen no later than it: its author at its ts, others when they acted.
+    seen = [(user, at) for user, at, _c, _t in [(msg.user, msg.ts, "", 0), *acted] if is_slack_id(user)]
+    seen_rows = users.first_seen_writes(db, msg.team_id, seen)
+    postings, listed = search_index.posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user,
+                                                   msg.searchable_text())
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
         *_first_post(db, msg),
+        *seen_rows,
         *activity,
         *postings,
     ]
@@ -61,6 +69,10 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
         if len(_pending_activity) > _PENDING_MAX:
             _pending_activity.clear()
         _pending_activity.setdefault(message_key, []).append(keys)
+    if seen_rows:
+        if len(_pending_seen) > _PENDING_MAX:
+            _pending_seen.clear()
+        _pending_seen.setdefault(message_key, []).append(seen)
     if listed:
         if len(_pending_search) > _PENDING_MAX:
             _pending_search.clear()
@@ -102,6 +114,8 @@ def note_stored(db: Database, msg: NewMessage) -> None:
         note_activity(keys)
     for listed in _pending_search.pop(message_key, ()):
         search_index.note_indexed(listed)
+    for seen in _pending_seen.pop(message_key, ()):
+        users.note_first_seen(db, msg.team_id, seen)
 
 
 def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[Write]:
@@ -115,7 +129,8 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     """
     msg = hm.message
     if hm.tombstone:
-        return messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))
+        return [*messages.tombstone_writes(db, msg),
+                *messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))]
     edited = hm.edited_ts
     reacted_at = max(observed_at, edited or msg.ts)
     reactors = {user for _emoji, user in hm.reactions or ()}
@@ -214,6 +229,7 @@ class ChannelSnapshot:
     topic: tuple[str, int] | None = None  # (value, last_set µs or 0)
     purpose: tuple[str, int] | None = None
     members: int | None = None
+    listed: dict[str, Any] | None = dataclasses.field(default=None, compare=False)  # the object as listed
 
     @classmethod
     def parse(cls, obj: Any, *, private: bool | None = None) -> ChannelSnapshot:
@@ -232,6 +248,8 @@ class ChannelSnapshot:
                                     else 0)
 
         created = obj.get("created")
+        if isinstance(created, str) and created.isascii() and created.isdigit():
+            created = int(created)  # older exports write it as a string
         members = obj.get("members")
         count = obj.get("num_members")
         return cls(
@@ -241,7 +259,8 @@ class ChannelSnapshot:
             created_ts=created * 1_000_000 if isinstance(created, int) and 0 < created < 10**11 else None,
             creator=obj.get("creator") if is_slack_id(obj.get("creator")) else None,
             topic=text("topic"), purpose=text("purpose"),
-            members=len(members) if isinstance(members, list) else count if isinstance(count, int) else None)
+            members=len(members) if isinstance(members, list) else count if isinstance(count, int) else None,
+            listed=obj)
 
 
 def store_channel_snapshot(db: Database, team_id: str, snap: ChannelSnapshot, *, observed_at: int,
@@ -283,4 +302,6 @@ def store_channel_snapshot(db: Database, team_id: str, snap: ChannelSnapshot, *,
         changed["archived"] = snap.archived
     if snap.members is not None:
         db.execute(*channels.members_write(team_id, snap.channel_id, observed_at, snap.members, source))
+    if snap.listed is not None:
+        db.execute(*channels.listed_write(team_id, snap.channel_id, observed_at, snap.listed))
     return sorted(changed)

@@ -22,7 +22,8 @@ from cassandra import ConsistencyLevel
 
 from api.db import Database, Params, Statement, without_none
 from api.slack import mrkdwn
-from api.slack.codec import compress_json
+from api.slack.codec import compress_json, decompress_json
+from api.slack.content import with_content_text
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
 
 TABLES = frozenset({"slack_messages", "slack_channel_days", "slack_thread_replies", "slack_message_versions"})
@@ -34,14 +35,14 @@ Write = tuple[Statement, Params]
 # A thread head's reply count is Cassandra 5.0's collection_count of its replies map: the map is not shipped.
 _PAGE_COLUMNS = ("channel_id, ts, msg_ts, user_id, text, subtype, bot_id, username, thread_ts, edited_ts, "
                  "deleted, deleted_ts, files, files_stored, files_fetch_failed, files_fetch_error, reactions, "
-                 "collection_count(replies) AS reply_count")
+                 "collection_count(replies) AS reply_count, content")
 _COLUMNS = f"team_id, original_text, {_PAGE_COLUMNS}"
 
 UPSERT_MESSAGE = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET msg_ts = :msg_ts, user_id = :user_id, text = :text, "
     "subtype = :subtype, bot_id = :bot_id, username = :username, thread_ts = :thread_ts, files = :files, "
     "edited_ts = :edited_ts, original_text = :original_text, raw = :raw, word_count = :word_count, "
-    "mentions = :mentions, parent_user_id = :parent_user_id "
+    "mentions = :mentions, parent_user_id = :parent_user_id, content = :content "
     "WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
     name="UPSERT slack_messages")
 # A reply on its thread head's row (reply ts -> author), at the reply's own ts: the head's reply pairs and count
@@ -127,8 +128,9 @@ SELECT_REPORT_DAYS = Statement(
 # Analytics of rows archived before they existed (migration 0060): recomputed from the text, written at the
 # text's own write time, so a newer edit (written later, at its own time) always wins.
 SELECT_TEXT_DAY = Statement(
-    "SELECT ts, msg_ts, user_id, bot_id, text, thread_ts, deleted, word_count, writetime(text) AS text_written "
-    "FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?", name="SELECT slack_messages (text day)")
+    "SELECT ts, msg_ts, user_id, bot_id, text, thread_ts, deleted, word_count, writetime(text) AS text_written, "
+    "content FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="SELECT slack_messages (text day)")
 SET_ANALYTICS = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET word_count = ?, mentions = ? "
     "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="ANALYTICS slack_messages")
@@ -174,6 +176,16 @@ class NewMessage:
     thread_ts: int | None = None
     files: list[dict] | None = None
     parent_user_id: str | None = None  # a reply's thread author, as Slack sends it
+    content: dict[str, Any] | None = None  # everything else Slack sent (payloads.message_content)
+
+    def searchable_text(self) -> str | None:
+        """The text search indexes: the message text, and the words its attachments and blocks show."""
+        return with_content_text(self.text, self.content)
+
+
+# What Slack shows in place of a deleted thread head whose replies remain (its export's `tombstone` message).
+TOMBSTONE_USER = "USLACKBOT"
+TOMBSTONE_TEXT = "This message was deleted."
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: that triples the cost of building 50 per page; never mutated
@@ -197,6 +209,8 @@ class Message:
     files_fetch_error: dict[str, str] | None
     reactions: tuple[tuple[str, tuple[str, ...]], ...]  # (emoji, users), by emoji then user
     reply_count: int  # replies of a thread head that are not deleted (0 for any other message)
+    content_blob: bytes | None = None  # compressed `content` (decoded on demand: most pages never need it)
+    decoded: dict[str, Any] | None = None  # `content()` once decoded (a page reads it for names, then renders)
 
     @classmethod
     def from_row(cls, row: Any) -> Message | None:
@@ -213,10 +227,32 @@ class Message:
             dict(row.files_fetch_error) if row.files_fetch_error else None,
             _grouped(row.reactions) if row.reactions else (),
             row.reply_count or 0,
+            row.content,
         )
+
+    def content(self) -> dict[str, Any]:
+        """Everything Slack sent beyond the columns (attachments, blocks, full file objects, profiles, ...),
+        as Slack's JSON; {} when nothing."""
+        if self.decoded is None:
+            self.decoded = decoded_content(self.content_blob)
+        return self.decoded
 
     def shown(self, include_deleted: bool) -> bool:
         return include_deleted or not self.deleted
+
+    def visible(self, include_deleted: bool) -> Message | None:
+        """The message as a reader sees it: itself; a deleted thread head whose replies remain (or a tombstone
+        an export brought) as Slack's tombstone placeholder, with nothing of the deleted content; else None."""
+        if include_deleted or not self.deleted:
+            return self
+        if self.subtype == "tombstone" and self.user == TOMBSTONE_USER and self.text == TOMBSTONE_TEXT:
+            return dataclasses.replace(self, deleted=False, deleted_ts=None)  # Slack's own, as history brought it
+        # Otherwise never the row's own cells: a tombstone that history brought may share the row with the
+        # message it replaced (the message's cells win there), and nothing of a deleted message is shown.
+        if self.reply_count > 0 or self.subtype == "tombstone":
+            return Message(self.ts, self.channel_id, TOMBSTONE_USER, TOMBSTONE_TEXT, "tombstone", None, None,
+                           self.thread_ts, None, False, None, None, None, False, None, (), self.reply_count)
+        return None
 
     def to_json(self) -> dict[str, Any]:
         """The documented form (schemas.MessageSchema): Slack ts strings, absent fields left out."""
@@ -233,7 +269,31 @@ class Message:
         if self.deleted:
             out["deleted"] = True
             out["deleted_ts"] = us_to_ts(self.deleted_ts) if self.deleted_ts is not None else None
-        return {k: v for k, v in out.items() if v is not None}
+        if self.reply_count:
+            out["reply_count"] = self.reply_count
+        shown = {k: v for k, v in out.items() if v is not None}
+        if self.content_blob:
+            # Slack's own fields under their own names; the columns win a clash, except `files`: the full
+            # objects Slack sent, where the column keeps only what the file worker needs.
+            content = {k: v for k, v in self.content().items() if v is not None}
+            if isinstance(content.get("files"), list):
+                shown.pop("files", None)
+            return {**content, **shown}
+        return shown
+
+
+def decoded_content(blob: bytes | None) -> dict[str, Any]:
+    """A row's `content` column as Slack's JSON ({} when unset or empty)."""
+    if not blob:
+        return {}
+    value = decompress_json(blob)
+    return value if isinstance(value, dict) else {}
+
+
+def searchable_text(row: Any) -> str | None:
+    """What search indexes and confirms of a row that has `text` and `content`: the text and the words of its
+    attachments and blocks (content.py)."""
+    return with_content_text(row.text, decoded_content(row.content) if row.content else None)
 
 
 def _grouped(reactions: Iterable[tuple[str, str]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -269,6 +329,8 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
         "word_count": mrkdwn.word_count(msg.text) if msg.text is not None else None,
         "mentions": mrkdwn.mentioned_users(msg.text, msg.user) if msg.text is not None else None,
         "parent_user_id": msg.parent_user_id,
+        # An edit always writes it (b"" = nothing more): the edited message replaces the content whole.
+        "content": compress_json(msg.content) if msg.content else (None if original else b""),
     }))]
     if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
@@ -336,6 +398,20 @@ def reactions_write(team_id: str, channel_id: str, ts: int, elements: Iterable[t
             {**_key(team_id, channel_id, ts), "wt": at, "r": set(elements)})
 
 
+def tombstone_writes(db: Database, msg: NewMessage) -> list[Write]:
+    """A tombstone as history shows it (a deleted thread head kept for its replies): the placeholder's row,
+    written 1 µs before the message's ts so that the message itself, when archived, always wins every cell;
+    and its day listed. The caller marks it deleted (`deleted_seen_writes`)."""
+    key = _key(msg.team_id, msg.channel_id, msg.ts)
+    writes: list[Write] = [(UPSERT_MESSAGE, without_none({
+        **key, "wt": msg.ts - 1, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
+        "subtype": msg.subtype, "thread_ts": msg.thread_ts,
+        "content": compress_json(msg.content) if msg.content else None}))]
+    if _day_key(db, msg) not in _known_days:
+        writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
+    return writes
+
+
 def deleted_seen_writes(team_id: str, channel_id: str, ts: int, *, at: int, thread_ts: int | None = None
                         ) -> list[Write]:
     """History found the message gone (or a tombstone): the flag, and a reply leaves its head's replies."""
@@ -387,7 +463,7 @@ def find(db: Database, team_id: str, channels: list[str], ts: int, *, include_de
     """Message `ts` over the channel's id chain; None when absent (or deleted, unless include_deleted)."""
     row = _row(db, team_id, channels, ts)
     message = Message.from_row(row) if row is not None else None
-    return message if message is not None and message.shown(include_deleted) else None
+    return message.visible(include_deleted) if message is not None else None
 
 
 def find_with_history(db: Database, team_id: str, channels: list[str], ts: int, *, include_deleted: bool
@@ -397,8 +473,11 @@ def find_with_history(db: Database, team_id: str, channels: list[str], ts: int, 
     previous text)."""
     row = _row(db, team_id, channels, ts)
     message = Message.from_row(row) if row is not None else None
-    if message is None or not message.shown(include_deleted):
+    message = message.visible(include_deleted) if message is not None else None
+    if message is None:
         return None
+    if message.subtype == "tombstone" and message.deleted is False and row.deleted:
+        return message, []  # the placeholder of a deleted head: its history is not shown
     found = {r.version_ts: r.text for r in db.execute(SELECT_VERSIONS, (row.team_id, row.channel_id, row.ts))}
     if row.original_text is not None:
         found.setdefault(row.ts, row.original_text)
@@ -563,7 +642,8 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
         scanned += len(rows)
         for row in rows:
             message = Message.from_row(row)
-            if message is None or not message.shown(include_deleted):
+            message = message.visible(include_deleted) if message is not None else None
+            if message is None:
                 continue
             if len(page) == limit:
                 return page, page[-1].ts
@@ -597,7 +677,8 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
     futures = [db.execute_async(SELECT_SOME, (team_id, ch, day, tss)) for (ch, day), tss in groups.items()]
     rows = [row for f in futures for row in f.result()]
     rows.sort(key=lambda r: r.ts)
-    page = [m for m in map(Message.from_row, rows) if m is not None and m.shown(include_deleted)]
+    page = [v for m in map(Message.from_row, rows) if m is not None
+            and (v := m.visible(include_deleted)) is not None]
     return page, (ordered[-1][0] if more and ordered else None)
 
 

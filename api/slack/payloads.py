@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from api.slack.codec import is_slack_id
+from api.slack.content import shape_error
 from api.slack.messages import NewMessage
 from api.slack.timeutil import BadTimestamp, ts_to_us
 
@@ -399,17 +400,61 @@ def _message_content(r: _Reader, channel_id: str, channel_type: str | None) -> E
         topic=_str(ev.get("topic")) if subtype == "channel_topic" else None)
 
 
+# A message's fields that have columns of their own (messages.py). Everything else Slack sends is the message's
+# content, kept whole (attachments, blocks, full file objects, profiles, subtype fields, metadata, ...):
+# docs/slack-messages.md. A live event also carries fields of the event, not of the message (`channel`,
+# `event_ts`, `channel_type`): left out too.
+_COLUMN_FIELDS = frozenset({"type", "ts", "user", "text", "subtype", "bot_id", "username", "thread_ts",
+                            "reactions"})
+_EVENT_FIELDS = _COLUMN_FIELDS | {"channel", "event_ts", "channel_type"}
+
+
+def message_content(m: dict[str, Any], *, live_event: bool = False) -> dict[str, Any] | None:
+    """What a message carries beyond its columns, as Slack sent it (None when nothing)."""
+    left_out = _EVENT_FIELDS if live_event else _COLUMN_FIELDS
+    # A column's field sent as null (2015-era exports write "bot_id": null) stays, so it comes back as sent.
+    content = {k: v for k, v in m.items() if k not in left_out or (v is None and k != "type")}
+    problem = shape_error(content)
+    if problem is not None:
+        raise BadEvent(f"message {problem}")
+    if "files" in content:  # file ids name storage paths and URLs: only Slack-shaped ones are files
+        content["files"] = [f for f in content["files"] if is_slack_id(f.get("id"))]
+    return content or None
+
+
+def _files_of(m: dict[str, Any]) -> list[dict] | None:
+    """The message's files: the modern `files` list, else the legacy single `file` object (2015-era
+    file_share / file_comment / file_mention)."""
+    files = m.get("files")
+    if isinstance(files, list) and files:
+        return slim_files(files) or None
+    legacy = m.get("file")
+    if isinstance(legacy, dict):
+        return slim_files([legacy]) or None
+    return None
+
+
+def _author(m: dict[str, Any]) -> str | None:
+    """The message's author: `user`, else a file_comment's commenter (old exports put it only in `comment`)."""
+    user = _str(m.get("user"))
+    if user is None and m.get("subtype") == "file_comment":
+        comment = m.get("comment")
+        if isinstance(comment, dict) and is_slack_id(comment.get("user")):
+            return comment["user"]
+    return user
+
+
 def _new_message(r: _Reader, channel_id: str, m: dict, where: str) -> NewMessage:
     msg_ts = r.field(m, "ts", str, where)
     thread = m.get("thread_ts")
-    files = m.get("files") if isinstance(m.get("files"), list) else None
     return NewMessage(
         team_id=r.team_id, channel_id=channel_id, ts=ts_to_us(msg_ts), msg_ts=msg_ts,
-        user=_str(m.get("user")), text=_str(m.get("text")), subtype=_str(m.get("subtype")),
+        user=_author(m), text=_str(m.get("text")), subtype=_str(m.get("subtype")),
         bot_id=_str(m.get("bot_id")), username=_str(m.get("username")),
         thread_ts=ts_to_us(thread) if isinstance(thread, str) else None,
-        files=slim_files(files) if files else None,
+        files=_files_of(m),
         parent_user_id=m["parent_user_id"] if is_slack_id(m.get("parent_user_id")) else None,
+        content=message_content(m, live_event=where == "event"),
     )
 
 

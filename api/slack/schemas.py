@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
 from api.slack.codec import ID_PATTERN
+from api.slack.content_schemas import FileSchema, MessageContentFields
 from api.slack.payloads import HANDLED_TYPES
 from api.slack.timeutil import TS_PATTERN, is_ts
 
@@ -98,7 +99,7 @@ class SearchArgs(Schema):
     q = fields.String(required=True, validate=validate.Length(1, 1000), metadata={
         "description": "Slack's search syntax: words (all required), \"exact phrase\", -word, in:#channel, "
                        "from:@user, @user, #channel, before:/after:/on:YYYY-MM-DD, during:YYYY[-MM[-DD]], "
-                       "has:file, has:reaction, is:thread (docs/slack-search.md)"})
+                       "has:file, has:link, has:reaction, is:thread (docs/slack-search.md)"})
     limit = fields.Integer(load_default=20, validate=validate.Range(1, 100))
     cursor = _cursor()
     tz = fields.String(load_default=None, validate=validate.Length(1, 64), metadata={
@@ -139,7 +140,12 @@ class ReactionSchema(Schema):
     count = fields.Integer(required=True)
 
 
-class MessageSchema(Schema):
+class MessageSchema(MessageContentFields, Schema):
+    """A message: its columns, and every field Slack sent (content_schemas.py; others pass through as sent)."""
+
+    class Meta:
+        unknown = INCLUDE
+
     ts = fields.String(required=True)
     channel_id = fields.String(required=True)
     user = fields.String()
@@ -151,7 +157,8 @@ class MessageSchema(Schema):
     edited_ts = fields.String(metadata={"description": "time of the newest edit (updated_ts)"})
     deleted = fields.Boolean(metadata={"description": "present (true) only with include_deleted=true"})
     deleted_ts = fields.String()
-    files = fields.List(fields.Dict())
+    files = fields.List(fields.Nested(FileSchema), metadata={
+        "description": "the message's files as Slack sent them (a legacy `file` also listed here)"})
     files_stored = fields.Dict(keys=fields.String(), values=fields.String(),
                                metadata={"description": "file_id -> stored object URI"})
     files_fetch_failed = fields.Boolean()

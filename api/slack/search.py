@@ -5,7 +5,8 @@ Query syntax (docs/slack-search.md): words (all required), `"exact phrase"`, `-w
 `in:#channel` (or a channel id; several in: are alternatives), `from:@user` (a name, a display name or a user
 id; several from: are alternatives), `@user` / `#channel` (messages mentioning them), `before:` / `after:` /
 `on:` a date (YYYY-MM-DD) and `during:` a year, month or day, in the reader's time zone, `has:file`,
-`has:reaction`, `is:thread`. Results are newest first, paged with cursors.
+`has:link`, `has:reaction`, `is:thread`. Words are found in a message's text and in the text of its
+attachments and blocks (content.py). Results are newest first, paged with cursors.
 
 The plan, bounded per request:
 1. Every word, phrase word, mention, in: and from: becomes a clause: a set of index terms of which a message
@@ -36,7 +37,7 @@ from typing import Any
 from api.activity.calendar import window, zone
 from api.db import Database
 from api.paging import sign_cursor, verify_cursor
-from api.slack import channels, messages, search_index, search_terms, users
+from api.slack import channels, content, messages, search_index, search_terms, users
 from api.slack.messages import Message
 from api.slack.search_terms import Token
 from api.slack.timeutil import day_of
@@ -77,6 +78,7 @@ class Query:
     last: date | None = None
     has_file: bool = False
     has_reaction: bool = False
+    has_link: bool = False
     is_thread: bool = False
 
     def describe(self) -> dict[str, Any]:
@@ -87,7 +89,8 @@ class Query:
             "in": self.in_channels, "from": self.from_users,
             "after": self.first.isoformat() if self.first else None,
             "before": self.last.isoformat() if self.last else None,
-            "has": [h for h, on in (("file", self.has_file), ("reaction", self.has_reaction)) if on],
+            "has": [h for h, on in (("file", self.has_file), ("link", self.has_link),
+                                    ("reaction", self.has_reaction)) if on],
             "is": ["thread"] if self.is_thread else [],
         }
         return {k: v for k, v in out.items() if v}
@@ -139,8 +142,8 @@ def _modifier(query: Query, key: str, value: str) -> None:
     elif key == "during":
         _narrow(query, *_during(value))
     elif key == "has":
-        if value.casefold() not in ("file", "reaction"):
-            raise SearchError(f"has: takes file or reaction, not {value[:40]!r}")
+        if value.casefold() not in ("file", "reaction", "link"):
+            raise SearchError(f"has: takes file, link or reaction, not {value[:40]!r}")
         setattr(query, f"has_{value.casefold()}", True)
     elif value.casefold() == "thread":  # is:
         query.is_thread = True
@@ -466,12 +469,15 @@ def _confirmed(plan: _Plan, row: Any) -> bool:
     if plan.query.is_thread and not (
             (row.thread_ts is not None and row.thread_ts != row.ts) or (row.reply_count or 0) > 0):
         return False
+    text = messages.searchable_text(row) if row.content else row.text
+    if plan.query.has_link and not content.has_link(row.text, messages.decoded_content(row.content)):
+        return False
     if plan.references:
-        held = search_terms.references(row.text)
+        held = search_terms.references(text)
         if not all(terms & held for terms in plan.references):
             return False
     if plan.words or plan.excluded:
-        stream = search_terms.tokens(row.text)
+        stream = search_terms.tokens(text)
         if not all(search_terms.matches(words, stream) for words in plan.words):
             return False
         if any(search_terms.matches(words, stream) for words in plan.excluded):
@@ -600,7 +606,8 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
         for row in messages.texts_of_day(db, team_id, channel_id, day):
             if row.msg_ts is None:
                 continue
-            day_writes, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id, row.text)
+            day_writes, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id,
+                                                              messages.searchable_text(row))
             writes.extend(day_writes)
             listed.extend(keys)
             count += 1

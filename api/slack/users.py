@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
-from api.slack.codec import compress_json, is_slack_id
+from api.slack.codec import compress_json, decompress_json, is_slack_id
 from api.slack.timeutil import us_to_ts
 
 TABLES = frozenset({"slack_users"})
@@ -55,6 +55,10 @@ SELECT_TZ = Statement("SELECT tz FROM slack_users WHERE team_id = ? AND bucket =
 SELECT_PAGE = Statement(
     f"SELECT {_COLUMNS} FROM slack_users WHERE team_id = ? AND bucket = ? AND user_id > ? LIMIT ?",
     name="SELECT slack_users (page)")
+# The same page with the user object as Slack last sent it (the export's users.json).
+SELECT_PAGE_RAW = Statement(
+    f"SELECT {_COLUMNS}, raw FROM slack_users WHERE team_id = ? AND bucket = ? AND user_id > ? LIMIT ?",
+    name="SELECT slack_users (page, raw)")
 
 
 def bucket_of(user_id: str) -> int:
@@ -139,6 +143,34 @@ def first_post_writes(db: Database, team_id: str, user_id: str, channel_id: str,
     return [(SET_FIRST_POST, (INVERTED - ts, ts, channel_id, team_id, bucket_of(user_id), user_id))]
 
 
+# Likewise the earliest first-seen time this process has written per (keyspace, team, user).
+_first_seen: dict[tuple[str, str, str], int] = {}
+_FIRST_SEEN_MAX = 200_000
+
+
+def first_seen_writes(db: Database, team_id: str, user_ids: Iterable[tuple[str, int]]) -> list[Write]:
+    """First-seen candidates (user, when: a message, a reaction, a join the archive shows them in); the
+    earliest wins. Nothing for a user this process already wrote an earlier or equal time for."""
+    out: list[Write] = []
+    with _first_posts_lock:
+        for user_id, at in user_ids:
+            known = _first_seen.get((db.keyspace, team_id, user_id))
+            if known is None or at < known:
+                out.append((SET_FIRST_SEEN, (INVERTED - at, at, team_id, bucket_of(user_id), user_id)))
+    return out
+
+
+def note_first_seen(db: Database, team_id: str, user_ids: Iterable[tuple[str, int]]) -> None:
+    """`first_seen_writes` for these succeeded."""
+    with _first_posts_lock:
+        if len(_first_seen) >= _FIRST_SEEN_MAX:
+            _first_seen.clear()
+        for user_id, at in user_ids:
+            key = (db.keyspace, team_id, user_id)
+            if _first_seen.get(key, at + 1) > at:
+                _first_seen[key] = at
+
+
 def note_first_post(db: Database, team_id: str, user_id: str, ts: int) -> None:
     """`first_post_writes` for this post succeeded."""
     key = (db.keyspace, team_id, user_id)
@@ -211,19 +243,22 @@ def every_user(db: Database, team_id: str) -> list[Any]:
     return rows
 
 
-def page(db: Database, team_id: str, *, limit: int, bucket: int = 0, after: str = ""
+def page(db: Database, team_id: str, *, limit: int, bucket: int = 0, after: str = "", with_slack_object: bool = False
          ) -> tuple[list[dict[str, Any]], tuple[int, str] | None]:
-    """Users in (bucket, user_id) order after position (bucket, after); returns (users, next position)."""
+    """Users in (bucket, user_id) order after position (bucket, after); returns (users, next position).
+    `with_slack_object`: each also has `slack_object`, the user object as Slack last sent it (when kept)."""
     out: list[dict[str, Any]] = []
     last = (bucket, after)
     while bucket < BUCKETS:
         want = limit + 1 - len(out)
-        rows = list(db.execute(SELECT_PAGE, (team_id, bucket, after, want)))
+        rows = list(db.execute(SELECT_PAGE_RAW if with_slack_object else SELECT_PAGE, (team_id, bucket, after, want)))
         for row in rows:
             after = row.user_id
             user = _to_json(row)
             if user is None:
                 continue
+            if with_slack_object and row.raw:
+                user["slack_object"] = decompress_json(row.raw)
             if len(out) == limit:
                 return out, last
             out.append(user)

@@ -32,6 +32,7 @@ from typing import Any
 
 from api.db import Database, Params, Statement
 from api.slack import ingest, users
+from api.slack.codec import is_slack_id
 from api.slack.payloads import BadEvent, history_message
 
 TABLES = frozenset({"slack_import_progress"})
@@ -57,6 +58,10 @@ KNOWN_SUBTYPES = frozenset({
 
 class BadArchive(Exception):
     """Nothing can be imported from this file (not a ZIP, over the archive-wide limits, no workspace)."""
+
+
+class WrongWorkspace(Exception):
+    """The workspace id given is not the export's (its users.json names others); nothing was written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,25 +211,39 @@ def _team_of(archive: _Archive, user_list: list[Any]) -> str | None:
     return teams.most_common(1)[0][0] if teams else None
 
 
+def _teams_of(user_list: list[Any]) -> set[str]:
+    """Every workspace id users.json names (an org export's users may belong to several)."""
+    return {u["team_id"] for u in user_list if isinstance(u, dict) and isinstance(u.get("team_id"), str)
+            and u["team_id"]}
+
+
 def import_export(db: Database | None, path: str, *, team_id: str | None = None, include_private: bool = False,
                   dry_run: bool = False, observed_at: int | None = None, limits: Limits = Limits(),
                   progress: Callable[[str, int], None] | None = None,
                   on_day_files: Callable[[int], None] | None = None,
-                  group_messages: int = GROUP_MESSAGES) -> ImportReport:
+                  group_messages: int = GROUP_MESSAGES, strict_team: bool = False) -> ImportReport:
     """Import the export at `path`; returns what was stored and what was skipped, with reasons.
 
     `progress(channel, messages)` is called as messages are stored; `on_day_files(total)` once the day files
-    to import are known. `db` may be None only with dry_run. BadArchive when nothing can be imported.
+    to import are known. `db` may be None only with dry_run. BadArchive when nothing can be imported. With
+    `strict_team` (the CLI), a `team_id` that users.json does not name (when it names any) is WrongWorkspace,
+    before anything is written; without it, `team_id` imports the export under that id (tests do, to isolate).
     """
     report = ImportReport(dry_run=dry_run)
     archive = _Archive(path, limits, report)
     report.archive_id = archive.archive_id
     report.observed_at = observed_at = observed_at or archive.newest
     user_list = _list(archive, "users.json") or _list(archive, "org_users.json")
+    named = _teams_of(user_list)
+    if team_id and strict_team and named and team_id not in named:
+        raise WrongWorkspace(f"this export belongs to workspace {', '.join(sorted(named))} (users.json), not "
+                             f"{team_id}: leave the workspace id out to import it as {_team_of(archive, user_list)}")
     team = team_id or _team_of(archive, user_list)
     if not team:
         raise BadArchive("cannot tell which workspace this export belongs to (no team_id in users.json): pass "
                          "the workspace id")
+    if not is_slack_id(team):
+        raise BadArchive(f"the workspace id {team[:80]!r} is not a Slack id (upper-case letters and digits)")
     report.team_id = team
     seen_at = int(time.time() * 1_000_000)
 
@@ -235,7 +254,9 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
             report.skip("users.json", str(exc))
             continue
         if not dry_run:
-            users.store_profile(db, profile, seen_at=seen_at)
+            # Seen no later than the profile's own time: a report over imported history counts the user.
+            # The user object is kept whole (users.json comes back out as it went in).
+            users.store_profile(db, profile, seen_at=min(seen_at, profile.updated), raw=user)
         report.users += 1
 
     folders: dict[str, _Folder] = {}

@@ -69,7 +69,7 @@ from api.viewer.emoji import TABLE as _EMOJI
 from api.viewer.emoji import emoji as emoji  # re-exported: part of this module's interface
 from api.viewer.emoji import with_skin_tone
 
-__all__ = ["channel_ids", "emoji", "message_html", "user_ids"]
+__all__ = ["channel_ids", "emoji", "link_url", "message_html", "text_html", "user_ids"]
 
 # Replaces each reference in the working text of a line. It cannot occur in message text: _clean turns every
 # C0 control except tab and newline into U+FFFD first.
@@ -140,6 +140,36 @@ def message_html(text: str | None, *, users: Mapping[str, str], channels: Mappin
     if in_quote:
         out.append("</blockquote>")
     return Markup("".join(out))
+
+
+def text_html(text: str | None, *, emoji_codes: bool = False) -> Markup:
+    """Plain text (no mrkdwn) as safe HTML: controls cleaned, bidi balanced per line, escaped, newlines as <br>;
+    with `emoji_codes` known :shortcodes: become emoji (Block Kit's plain_text with `emoji: true`)."""
+    if not text:
+        return Markup("")
+    lines = _clean(text).split("\n")
+    if emoji_codes:
+        lines = [_with_emoji(line) for line in lines]
+    return Markup("<br>".join(_text(line) for line in lines))
+
+
+def link_url(url: str) -> str | None:
+    """The URL a browser would follow, if its scheme is http, https or mailto; else None (see the module
+    docstring: the same check as the message text's links)."""
+    return _link_url(url) if isinstance(url, str) else None
+
+
+def _with_emoji(line: str) -> str:
+    found = _emoji_in(line, 0, len(line))
+    if not found:
+        return line
+    out, pos = [], 0
+    for start, end, char in found:
+        out.append(line[pos:start])
+        out.append(char)
+        pos = end
+    out.append(line[pos:])
+    return "".join(out)
 
 
 def user_ids(text: str | None) -> set[str]:

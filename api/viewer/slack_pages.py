@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
-from datetime import date, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -28,7 +29,7 @@ from api.config import Settings
 from api.db import get_db
 from api.pages import PageError, error_pages, secure
 from api.paging import sign_cursor, verify_cursor
-from api.slack import channels, files, messages, search, users
+from api.slack import activity_index, channels, files, messages, search, users
 from api.slack import http as slack_http
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
@@ -350,16 +351,32 @@ def history_fragment(team_id: str, channel_id: str, ts: str) -> tuple[str, int]:
     def link(cid: str) -> str:
         return views.channel_url(team_id, cid) if cid in names_map else ""
 
+    def when(us: int) -> dict[str, Any]:
+        at = datetime.fromtimestamp(us / 1_000_000, reader.zone)
+        return {"at": at, "time": at.strftime("%d %b %Y, %H:%M:%S ") + (at.tzname() or "")}
+
+    times = [ts_to_us(v["ts"]) for v in history]
+    # The original text is known only when a version is at the message's own ts (the original_text column, or the
+    # previous text of a live edit of an unedited message). A message archived only as edited (an export, a
+    # backfill) has its one version at the edit time. A lone version at the ts of a message marked edited is the
+    # row's current text (no version was recorded): shown as the edit it is, at the edit time.
+    if len(times) == 1 and times[0] == message.ts and message.edited_ts is not None:
+        times = [message.edited_ts]
+    original_known = bool(times) and times[0] == message.ts
     versions = []
-    for i, version in enumerate(history):
-        at = datetime.fromtimestamp(ts_to_us(version["ts"]) / 1_000_000, reader.zone)
-        label = "original" if i == 0 else ("current" if i == len(history) - 1 else f"edit {i}")
-        versions.append({"label": label, "at": at, "time": at.strftime("%d %b %Y, %H:%M:%S ") + (at.tzname() or ""),
+    if not original_known and history:
+        versions.append({"label": "original", "unknown": True, **when(message.ts)})
+    for i, (version, us) in enumerate(zip(history, times, strict=True)):
+        if original_known:
+            label = "original" if i == 0 else ("current" if i == len(history) - 1 else f"edit {i}")
+        else:
+            label = "current" if len(history) > 1 and i == len(history) - 1 else "edited"
+        versions.append({"label": label, **when(us),
                          "html": render.message_html(version["text"] or "", users=names, channels=names_map,
                                                      channel_url=link)})
     author = names.get(message.user, message.user) if message.user else (message.username or message.bot_id or "")
     return render_template("viewer/history.html", versions=list(reversed(versions)), author=author,
-                           count=len(versions)), 200
+                           count=len(history), original_known=original_known or not history), 200
 
 
 # -- files --------------------------------------------------------------------------------------------------------
@@ -414,8 +431,29 @@ def stored_file(team_id: str, channel_id: str, ts: str, file_id: str) -> Respons
 
 # -- user ---------------------------------------------------------------------------------------------------------
 
-def _calendar_until(zone_name: str) -> date:
-    """`?until=YYYY-MM-DD`, else today in the user's zone."""
+def _last_active_until(team_id: str, user_id: str, profile: dict[str, Any], zone_name: str,
+                       hidden: frozenset[str]) -> date:
+    """The Sunday ending the week of the user's latest activity outside `hidden` channels (the activity index:
+    one small read per year from the user's first post or first sighting on), not after today in the user's
+    zone; today when no activity is indexed. So the calendar of a past year's archive opens on that year."""
+    zone = calendar.zone(zone_name)
+    today = datetime.now(zone).date()
+    known = [ts_to_us(t) for t in ((profile.get("first_post") or {}).get("ts"), profile.get("first_seen_ts"))
+             if t and is_ts(t)]
+    first_year = datetime.fromtimestamp(min(known) / 1_000_000, UTC).year if known else 1970
+    last_year = datetime.now(UTC).year
+    latest = activity_index.latest_day(get_db(), team_id, user_id, first_year, last_year, hidden_channels=hidden)
+    if latest is None:
+        return today
+    last = date(1970, 1, 1) + timedelta(days=latest)  # a UTC day: east of UTC, its late hours are the next day
+    offset = datetime.combine(last, datetime.min.time(), zone).utcoffset()
+    if offset is not None and offset > timedelta(0):
+        last += timedelta(days=1)
+    return min(today, last + timedelta(days=6 - last.weekday()))
+
+
+def _calendar_until(zone_name: str, default: Callable[[], date] | None = None) -> date:
+    """`?until=YYYY-MM-DD`, else `default()`, else today in the user's zone."""
     raw = request.args.get("until", "")
     if raw:
         try:
@@ -425,7 +463,7 @@ def _calendar_until(zone_name: str) -> date:
         if not date(1970, 3, 31) <= until <= date(2199, 12, 31):
             raise PageError(400, "Bad request", "until must be a day from 1970-03-31 to 2199-12-31")
         return until
-    return datetime.now(calendar.zone(zone_name)).date()
+    return default() if default is not None else datetime.now(calendar.zone(zone_name)).date()
 
 
 def _activity_days(team_id: str, user_id: str, first: date, last: date, hidden: frozenset[str]
@@ -488,9 +526,9 @@ def user_page(team_id: str, user_id: str) -> tuple[str, int]:
     if profile is None:
         raise PageError(404, "Not found", f"No user {user_id} in workspace {team_id}.")
     user_zone = calendar.zone_name(profile.get("tz"))
-    until = _calendar_until(user_zone)
-    first = until - timedelta(days=until.weekday()) - timedelta(weeks=CALENDAR_WEEKS - 1)
     hidden = frozenset() if reader.grant.private else private_channels(team_id)
+    until = _calendar_until(user_zone, lambda: _last_active_until(team_id, user_id, profile, user_zone, hidden))
+    first = until - timedelta(days=until.weekday()) - timedelta(weeks=CALENDAR_WEEKS - 1)
     try:
         days = _activity_days(team_id, user_id, first, until, hidden)
     except codec.UnknownCodec as exc:

@@ -26,7 +26,7 @@ from api.db import Database
 from api.slack import search, users
 from api.slack.messages import Message
 from api.slack.timeutil import us_to_ts
-from api.viewer import render
+from api.viewer import render, rich
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -139,7 +139,7 @@ class FileView:
     size_label: str | None
     url: str | None  # Chronicle's route to the stored bytes
     external_url: str | None  # an external file's link (http(s) only)
-    state: str  # stored | external | failed | pending
+    state: str  # stored | external | failed | pending | deleted (Slack's tombstone) | hidden (plan limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +153,7 @@ class MessageView:
     author_url: str | None
     is_bot: bool
     at: datetime  # in the reader's zone
-    html: Markup
+    html: Markup  # the blocks, as Slack's clients show them, else the text (api/viewer/render.py, rich.py)
     subtype: str | None
     is_reply: bool
     thread_ts: str | None
@@ -165,6 +165,9 @@ class MessageView:
     files: tuple[FileView, ...]
     include_deleted: bool
     channel_name: str | None = None  # shown by pages that list messages of many channels
+    attachments: Markup = Markup("")  # attachment cards and link unfurls (api/viewer/rich.py)
+    extras: Markup = Markup("")  # a file comment, a huddle (rich.extras_html)
+    note: str | None = None  # what an event without any content was ("updated the channel canvas")
 
     @property
     def initial(self) -> str:
@@ -234,6 +237,15 @@ def _files(team_id: str, channel_id: str, msg: Message) -> tuple[FileView, ...]:
         file_id = f["id"]
         name = next((f[k] for k in ("title", "name") if isinstance(f.get(k), str) and f[k]), file_id)
         external = safe_link(f.get("external_url")) if f.get("is_external") else None
+        if external is not None and not external.lower().startswith("http"):
+            external = None  # an external file links out to a page: http(s) only
+        mode = f.get("mode")
+        if mode == "tombstone":  # Slack keeps the id of a deleted file, nothing else
+            out.append(FileView(file_id, "This file was deleted.", None, None, None, "deleted"))
+            continue
+        if mode == "hidden_by_limit":
+            out.append(FileView(file_id, "File hidden by the workspace's plan limit", None, None, None, "hidden"))
+            continue
         if file_id in stored:
             # A deleted message's files are served only with include_deleted, as the message is shown.
             state, url = "stored", file_url(team_id, channel_id, us_to_ts(msg.ts), file_id, msg.deleted)
@@ -250,7 +262,8 @@ def _emoji(name: str) -> str:
 
 
 def page_user_ids(msgs: Iterable[Message]) -> set[str]:
-    """Every user id a list of messages names: authors, reactors, mentions."""
+    """Every user id a list of messages names: authors, reactors, mentions in the text, the blocks and the
+    attachments, file comment authors, huddle participants."""
     ids: set[str] = set()
     for m in msgs:
         if m.user:
@@ -259,7 +272,38 @@ def page_user_ids(msgs: Iterable[Message]) -> set[str]:
             ids.update(reactors)
         if m.text:
             ids |= render.user_ids(m.text)
+        ids |= rich.user_ids(m.content())
     return ids
+
+
+# What an event shows when it carries nothing else (Slack's clients show a line like these).
+_SUBTYPE_NOTES = {
+    "channel_canvas_updated": "updated the channel canvas",
+    "huddle_thread": "started a huddle",
+    "pinned_item": "pinned a message",
+    "unpinned_item": "unpinned a message",
+    "bot_add": "added an integration",
+    "bot_remove": "removed an integration",
+    "reminder_add": "set a reminder",
+    "channel_join": "joined the channel",
+    "channel_leave": "left the channel",
+    "file_share": "shared a file",
+}
+
+
+def _body(m: Message, content: dict[str, Any], names: rich.Names) -> tuple[Markup, Markup, Markup, str | None]:
+    """(main html, attachment cards, extras, note): the blocks as Slack's clients show them, else the text
+    (the notification fallback); a note naming the event when none of it shows anything."""
+    html = rich.blocks_html(content.get("blocks"), names) if content.get("blocks") else Markup("")
+    if not html:
+        html = render.message_html(m.text or "", users=names.users, channels=names.channels,
+                                   channel_url=names.channel_url)
+    cards = rich.attachments_html(content.get("attachments"), names)
+    extras = rich.extras_html(content, names)
+    note = None
+    if not html and not cards and not extras and not m.files:
+        note = _SUBTYPE_NOTES.get(m.subtype or "") or (f"({m.subtype.replace('_', ' ')})" if m.subtype else None)
+    return html, cards, extras, note
 
 
 def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: tzinfo, page_channel_id: str | None,
@@ -281,7 +325,16 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
     for m in msgs:
         channel_id = page_channel_id or m.channel_id
         ts = us_to_ts(m.ts)
-        author_name = known.get(m.user, m.user) if m.user else (m.username or m.bot_id or "unknown")
+        content = m.content()
+        # A bot is named as Slack names it (its profile, the username it posted with), never by its B... id.
+        bot = rich.bot_name(content, m.username) if m.bot_id or not m.user else None
+        if m.user:
+            author_name = known.get(m.user, m.user)
+            if author_name == m.user and bot:  # an app's bot user the directory does not know
+                author_name = bot
+        else:
+            author_name = bot or m.bot_id or "unknown"
+        html, cards, extras, note = _body(m, content, rich.Names(known, channel_names_map, channel_link, zone))
         reactions = tuple(
             ReactionView(_emoji(name), name, len(who),
                          f"{', '.join(known.get(u, u) for u in who)} reacted with :{name}:")
@@ -290,10 +343,9 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
         out.append(MessageView(
             team_id=team_id, channel_id=channel_id, ts=ts, ts_us=m.ts, author_id=m.user or m.bot_id,
             author_name=author_name, author_url=user_url(team_id, m.user) if m.user else None,
-            is_bot=m.user is None or m.subtype == "bot_message",
+            is_bot=m.user is None or m.subtype == "bot_message" or bool(m.bot_id),
             at=datetime.fromtimestamp(m.ts / 1_000_000, zone),
-            html=render.message_html(m.text or "", users=known, channels=channel_names_map,
-                                     channel_url=channel_link),
+            html=html,
             subtype=m.subtype, is_reply=is_reply,
             thread_ts=us_to_ts(m.thread_ts) if is_reply else None,
             reply_count=m.reply_count,
@@ -303,6 +355,7 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
             deleted=m.deleted, reactions=reactions, files=_files(team_id, channel_id, m),
             include_deleted=include_deleted,
             channel_name=channel_names_map.get(m.channel_id, m.channel_id) if show_channel else None,
+            attachments=cards, extras=extras, note=note,
         ))
     return out
 

@@ -96,6 +96,7 @@ class ExportSpec:
     link_share: float = 0.05
     non_ascii_share: float = 0.1
     user_profile_share: float = 0.5
+    rich_share: float = 0.0  # of user messages: Block Kit rich text of the text, and a link unfurl attachment
     pin_share: float = 0.01  # of plain top-level messages, at most 3 pins per channel
     replies_list: bool = True  # parents carry "replies": [{user, ts}] (older exports) besides the counts
     users_file: str = "users.json"  # or "org_users.json" (Enterprise Grid exports)
@@ -416,6 +417,18 @@ class _Generator:
                                "type": "message", "text": text, "user": user, "ts": ts, "team": self.spec.team_id}
         if rng.random() < self.spec.user_profile_share:
             msg["user_profile"] = self.profiles[user]
+        if self.spec.rich_share and rng.random() < self.spec.rich_share:
+            # As Slack's clients post a message: its text as one rich_text block, and a link's unfurl (the
+            # shapes of Slack's rich text and attachment references).
+            msg["blocks"] = [{"type": "rich_text", "block_id": cid[:5], "elements": [
+                {"type": "rich_text_section", "elements": [{"type": "text", "text": text}]}]}]
+            word = rng.choice(_WORDS)
+            msg["attachments"] = [{
+                "id": 1, "service_name": "Docs", "title": f"{word} notes", "title_link": f"https://docs.example/{word}",
+                "text": " ".join(rng.choices(_WORDS, k=12)), "fallback": f"Docs: {word} notes",
+                "from_url": f"https://docs.example/{word}", "original_url": f"https://docs.example/{word}",
+                "service_icon": "https://docs.example/favicon.png",
+                "fields": [{"title": "Owner", "value": rng.choice(_WORDS), "short": True}]}]
         return msg
 
     def _decorate(self, msg: dict[str, Any], user: str, sec: int, conv: _Conv, ts: str,

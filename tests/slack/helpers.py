@@ -73,10 +73,12 @@ def edit(channel: str, ts: str, new_text: str, old_text: str, at: str, user: str
             "previous_message": prev}
 
 
-def delete(channel: str, ts: str, at: str) -> dict[str, Any]:
+def delete(channel: str, ts: str, at: str, thread_ts: str | None = None) -> dict[str, Any]:
+    previous = {"type": "message", "user": "U1", "text": "x", "ts": ts}
+    if thread_ts is not None:
+        previous["thread_ts"] = thread_ts
     return {"type": "message", "subtype": "message_deleted", "channel": channel, "channel_type": "channel",
-            "hidden": True, "ts": at, "event_ts": at, "deleted_ts": ts,
-            "previous_message": {"type": "message", "user": "U1", "text": "x", "ts": ts}}
+            "hidden": True, "ts": at, "event_ts": at, "deleted_ts": ts, "previous_message": previous}
 
 
 def reaction(kind: str, channel: str, ts: str, emoji: str, user: str, at: str) -> dict[str, Any]:

@@ -55,11 +55,9 @@ def _workspace(fake: FakeSlackWebApi) -> dict[str, str]:
 
 
 def _expected(fake: FakeSlackWebApi, channel: str) -> list[dict]:
-    """What Slack holds for a channel, in the API's shape (oldest first), tombstones left out."""
+    """What Slack holds for a channel, in the API's shape (oldest first); a tombstone as Slack shows it."""
     out = []
     for m in fake.messages(channel):
-        if m.get("subtype") == "tombstone":
-            continue
         item = {"ts": m["ts"], "user": m["user"], "text": m["text"]}
         if "thread_ts" in m:
             item["thread_ts"] = m["thread_ts"]
@@ -160,8 +158,13 @@ def test_a_deleted_thread_parent_with_replies_left_is_a_tombstone_and_reads_as_d
         fake.delete("CGEN", ts["parent"])
         assert fake.message("CGEN", ts["parent"])["subtype"] == "tombstone"
         _run(db, fake, team, now=NOW + 60)
-        assert client.get(f"/slack/teams/{team}/channels/CGEN/messages/{ts['parent']}",
-                          headers=ALL).status_code == 404
+        # Shown as Slack shows it: the placeholder, with its replies, and nothing of the deleted text.
+        shown = client.get(f"/slack/teams/{team}/channels/CGEN/messages/{ts['parent']}", headers=ALL)
+        assert shown.status_code == 200
+        placeholder = shown.get_json()
+        assert placeholder["subtype"] == "tombstone" and placeholder["text"] == "This message was deleted."
+        assert "a thread" not in shown.get_data(as_text=True) and "deleted" not in placeholder
+        assert placeholder["reply_count"] == 7  # _workspace posts 7 replies, none deleted
         kept = client.get(f"/slack/teams/{team}/channels/CGEN/messages/{ts['parent']}",
                           query_string={"include_deleted": "true"}, headers=ALL).get_json()
         assert kept["text"] == "a thread" and kept["deleted"] is True  # the tombstone text never replaces it

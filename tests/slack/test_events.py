@@ -170,9 +170,17 @@ def test_hostile_values_are_400_not_500(client, unique_channel):
     r = post_event(client, "T1", {"type": "channel_created", "event_ts": "1700000000.000000",
                                   "channel": {"id": c, "name": "n", "created": 10**40}})
     assert r.status_code == 200  # an absurd `created` is ignored, the event time is used
-    weird_files = [{"id": 5}, {"id": "FW", "url_private": 7, "mimetype": 3, "name": ["x"]}, "not a dict"]
+    weird_files = [{"id": 5}, {"id": "FW", "url_private": 7, "mimetype": 3, "name": ["x"]}]
     r = post_event(client, "T1", msg(c, "1700000001.000100", "files", subtype="file_share", files=weird_files))
     assert r.status_code == 200
+    # A file list holding something that is not an object is not Slack's: refused whole, with the reason.
+    r = post_event(client, "T1", msg(c, "1700000001.000200", "files", subtype="file_share",
+                                     files=[*weird_files, "not a dict"]))
+    assert r.status_code == 400 and "files must be a list of objects" in r.json["message"]
+    for field, value in (("attachments", {"text": "x"}), ("blocks", ["x"]), ("bot_profile", "B1"),
+                         ("edited", "1700000000.1")):
+        r = post_event(client, "T1", {**msg(c, "1700000001.000300", "shape"), field: value})
+        assert r.status_code == 400 and field in r.json["message"], field
     r = post_event(client, "T1", msg(c, "1700000002.000100", "bad thread", thread_ts="soon"))
     assert r.status_code == 400
     assert [m["text"] for m in timeline(client, "T1", c)] == ["files"]

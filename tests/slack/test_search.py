@@ -311,7 +311,7 @@ def test_a_read_budget_cuts_pages_short_and_paging_still_finds_everything(client
     ({"q": "x from:@nobody"}, 422, "no user named @nobody"),
     ({"q": "x in:#nowhere"}, 422, "no channel named #nowhere"),
     ({"q": "x on:2026-02-30"}, 422, "on: takes a date"),
-    ({"q": "x has:link"}, 422, "has: takes file or reaction"),
+    ({"q": "x has:star"}, 422, "has: takes file, link or reaction"),
     ({"q": ""}, 422, None),
     ({"q": "x", "limit": 0}, 422, None),
     ({"q": "x" * 1001}, 422, None),

@@ -70,7 +70,7 @@ def test_parse_reads_modifiers_phrases_and_exclusions():
 
 @pytest.mark.parametrize(("q", "reason"), [
     ("x before:yesterday", "before: takes a date"),
-    ("x has:pin", "has: takes file or reaction"),
+    ("x has:pin", "has: takes file, link or reaction"),
     ("x is:saved", "is: takes thread"),
     ("x in:", "in: needs a value"),
     ("x during:2024-13", "during: '2024-13' is not a month"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -438,6 +438,19 @@ def _expected_activity(filled: Archive, user: str, channels: set[str]) -> Counte
     return counts
 
 
+def _expected_until(filled: Archive, user: str, channels: set[str], zone: zoneinfo.ZoneInfo):
+    """The last day the user page's calendar shows by default: the Sunday ending the week of the user's latest
+    activity (its UTC day, the day after in a zone east of UTC: the activity index is by UTC day), not after
+    today in the user's zone."""
+    times = [ts_to_us(at) for m in filled.messages if m.channel in channels
+             for at in ([m.ts, *(a for a, _t in m.edits), *([m.deleted_at] if m.deleted_at else [])]
+                        if m.user == user else []) + [a for _e, r, a in m.reactions if user in (r, m.user)]]
+    last = datetime.fromtimestamp(max(times) / 1e6, UTC).date()
+    if zone.utcoffset(datetime.combine(last, datetime.min.time())) > timedelta(0):
+        last += timedelta(days=1)
+    return min(datetime.now(zone).date(), last + timedelta(days=6 - last.weekday()))
+
+
 @pytest.mark.parametrize("private_scope", [True, False])
 def test_user_page_profile_calendar_and_recent_messages(app, filled, private_scope):
     client = signed_in(app, filled.token_private if private_scope else filled.token_public)
@@ -447,8 +460,8 @@ def test_user_page_profile_calendar_and_recent_messages(app, filled, private_sco
     expected = _expected_activity(filled, "UANN", visible)
     cells = {li.get("data-date"): int(li.get("data-count")) for li in tree.by_id("calendar").find_all(
         "li", class_="cell") if li.get("data-date")}
-    today = datetime.now(zoneinfo.ZoneInfo("Europe/Berlin")).date()
-    assert max(cells) == today.isoformat() and len(cells) == 7 * 11 + today.weekday() + 1  # 12 weeks to today
+    until = _expected_until(filled, "UANN", visible, zoneinfo.ZoneInfo("Europe/Berlin"))  # today, but near midnight
+    assert max(cells) == until.isoformat() and len(cells) == 7 * 11 + until.weekday() + 1  # 12 weeks to it
     assert {d: n for d, n in cells.items() if n} == dict(+expected)  # +: days with only others' reactions count 0
     ann = [m for m in filled.messages if m.user == "UANN" and not m.deleted_at and m.channel in visible]
     recent = sorted(ann, key=lambda m: m.ts, reverse=True)[:20]
@@ -472,9 +485,9 @@ def test_a_user_with_an_unknown_zone_and_hostile_names(filled, reader):
     assert tree.by_id("user-name").find("img") is None
     assert "Not/AZone" in tree.text()  # shown as recorded; the days are cut in UTC
     assert "days in UTC" in tree.find("section", class_="activity").text()
-    today = datetime.now(UTC).date().isoformat()
+    until = _expected_until(filled, "UEVIL", set(filled.channels), zoneinfo.ZoneInfo("UTC")).isoformat()
     assert max(li.get("data-date") for li in tree.by_id("calendar").find_all("li", class_="cell")
-               if li.get("data-date")) == today
+               if li.get("data-date")) == until
     hostile = [m.ts for m in filled.visible_top_level(filled.hostile)]
     assert shown_ts(tree.by_id("recent-messages")) == hostile
 
@@ -512,3 +525,129 @@ def test_object_stores_give_back_what_they_stored(tmp_path):
             store.open("slack/T/C/1.000000/F2")
     finally:
         server.stop()
+
+
+# -- an archive of a past year, imported from an export ---------------------------------------------------------
+
+OLD_CHANNEL = "C2016GENERAL"
+OLD_ZONE = "Europe/Berlin"
+# (ts, text, edited ts or None) of UOLD's messages in the export: an edited message carries only its edited text
+OLD_MESSAGES = [("1456920000.000100", "a message of March 2016", None),
+                ("1462968000.000200", "the text as edited", "1462968300.000000")]
+# A message whose edits arrive live, the first one never seen: the previous text is itself an edit
+LIVE_TS, LIVE_EDITS = "1459512000.000300", [("1459512060.000000", "second text"), ("1459512120.000000", "third text")]
+
+
+@pytest.fixture(scope="module")
+def old_workspace(app, db, tmp_path_factory) -> str:
+    """A 2016 workspace imported from a Slack export (users.json, channels.json, two day files), one message of it
+    edited through live events, and the activity days of its author built. Returns the team id."""
+    import json
+    import uuid
+    import zipfile
+    from datetime import date
+
+    from api.activity import calendar, service
+    from api.slack import zip_import
+    from tests.slack.helpers import edit, post_event
+
+    team = f"T{uuid.uuid4().hex[:12].upper()}"
+    path = tmp_path_factory.mktemp("old-export") / "2016.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("users.json", json.dumps([
+            {"id": "UOLD", "team_id": team, "name": "olga", "tz": OLD_ZONE, "profile": {"display_name": "Olga"}},
+            {"id": "UOTHER", "team_id": team, "name": "otto", "tz": "UTC", "profile": {"display_name": "Otto"}}]))
+        zf.writestr("channels.json", json.dumps([{"id": OLD_CHANNEL, "name": "general", "created": 1451606400}]))
+        for ts, text, edited in OLD_MESSAGES:
+            day = datetime.fromtimestamp(float(ts), UTC).date().isoformat()
+            m = {"type": "message", "user": "UOLD", "text": text, "ts": ts}
+            if edited:
+                m["edited"] = {"user": "UOLD", "ts": edited}
+            zf.writestr(f"general/{day}.json", json.dumps([m]))
+    report = zip_import.import_export(db, str(path), team_id=team)
+    assert report.messages == len(OLD_MESSAGES)
+    client = app.test_client()
+    (first_at, first_text), (second_at, second_text) = LIVE_EDITS
+    r = post_event(client, team, edit(OLD_CHANNEL, LIVE_TS, second_text, first_text, second_at, user="UOTHER",
+                                      prev_edited=first_at))
+    assert r.status_code == 200 and r.json["outcome"] == "stored", r.json
+    service.rebuild_days(db, service.Archive.slack(team), {
+        "UOLD": calendar.date_range(date(2016, 1, 1), date(2016, 12, 31))})
+    return team
+
+
+def _history(client, team: str, ts: str) -> list[tuple[str, str, str, bool]]:
+    """(badge, text, datetime attribute, unknown) of each version the edit-history panel shows, top to bottom."""
+    tree = page(client, f"/archive/teams/{team}/channels/{OLD_CHANNEL}/messages/{ts}/history")
+    return [(v.find(class_="badge").text(), v.find(class_="message-text").text(), v.find("time").get("datetime"),
+             "version-unknown" in v.classes) for v in tree.find_all("li", class_="version")]
+
+
+def _local_iso(ts: str) -> str:
+    return datetime.fromtimestamp(float(ts), zoneinfo.ZoneInfo(READER_ZONE)).isoformat()
+
+
+def test_edit_history_of_a_message_archived_only_as_edited_says_the_original_is_unknown(app, old_workspace):
+    client = signed_in(app, "token-all")
+    ts, text, edited = OLD_MESSAGES[1]
+    assert _history(client, old_workspace, ts) == [
+        ("edited", text, _local_iso(edited), False),
+        ("original", "not archived", _local_iso(ts), True)]  # known to exist, at the message's ts; text unknown
+    panel = page(client, f"/archive/teams/{old_workspace}/channels/{OLD_CHANNEL}/messages/{ts}/history")
+    assert "The original text is not archived" in panel.find("p").text()
+    (first_at, first_text), (second_at, second_text) = LIVE_EDITS
+    assert _history(client, old_workspace, LIVE_TS) == [
+        ("current", second_text, _local_iso(second_at), False),
+        ("edited", first_text, _local_iso(first_at), False),
+        ("original", "not archived", _local_iso(LIVE_TS), True)]
+    never_edited, text, _ = OLD_MESSAGES[0]  # imported unedited: its text is the original
+    assert _history(client, old_workspace, never_edited) == [("original", text, _local_iso(never_edited), False)]
+
+
+def test_edit_history_of_a_message_seen_before_its_edits_knows_the_original(filled, reader):
+    edited = filled.by_key("g120")
+    history = page(reader, f"/archive/teams/{filled.team}/channels/{filled.general}/messages/{edited.ts}/history")
+    assert [v.find(class_="badge").text() for v in history.find_all("li", class_="version")] == [
+        "current", "edit 1", "original"]
+    assert history.find("li", class_="version-unknown") is None
+    assert "not archived" not in history.text() and history.find("p").text().startswith("3 versions")
+
+
+def test_the_user_page_of_a_past_years_archive_opens_on_the_users_last_active_weeks(app, old_workspace):
+
+    client = signed_in(app, "token-all")
+    tree = page(client, f"/archive/teams/{old_workspace}/users/UOLD")
+    zone = zoneinfo.ZoneInfo(OLD_ZONE)
+
+    def local_day(ts: str):
+        return datetime.fromtimestamp(float(ts), zone).date()
+
+    expected: Counter = Counter()  # a post per message, an edit per edit, on the local day
+    for ts, _text, edited in OLD_MESSAGES:
+        expected[local_day(ts).isoformat()] += 1
+        if edited:
+            expected[local_day(edited).isoformat()] += 1
+    last = max(local_day(t) for ts, _text, edited in OLD_MESSAGES for t in (ts, edited) if t)
+    sunday = last + timedelta(days=6 - last.weekday())  # the window ends with the week of the last activity
+    cells = {li.get("data-date"): int(li.get("data-count")) for li in tree.by_id("calendar").find_all(
+        "li", class_="cell") if li.get("data-date")}
+    assert max(cells) == sunday.isoformat() and len(cells) == 12 * 7
+    assert {d: n for d, n in cells.items() if n} == dict(expected)
+    assert shown_ts(tree.by_id("recent-messages")) == [ts for ts, _t, _e in reversed(OLD_MESSAGES)]
+    # earlier and later move the window by 12 weeks from there; an explicit until is kept as given
+    earlier = tree.by_id("calendar-earlier").get("href")
+    assert earlier == f"?until={(sunday - timedelta(weeks=12)).isoformat()}"
+    assert tree.by_id("calendar-later").get("href") == f"?until={(sunday + timedelta(weeks=12)).isoformat()}"
+    before = page(client, f"/archive/teams/{old_workspace}/users/UOLD{earlier}")
+    assert before.find(id="recent-empty") is not None
+    assert max(li.get("data-date") for li in before.by_id("calendar").find_all("li", class_="cell")
+               if li.get("data-date")) == (sunday - timedelta(weeks=12)).isoformat()
+    later = page(client, f"/archive/teams/{old_workspace}/users/UOLD{tree.by_id('calendar-later').get('href')}")
+    later_cells = {li.get("data-date"): int(li.get("data-count")) for li in later.by_id("calendar").find_all(
+        "li", class_="cell") if li.get("data-date")}
+    assert max(later_cells) == (sunday + timedelta(weeks=12)).isoformat() and not any(later_cells.values())
+    # the other user (in UTC) last acted with the live edits: the week of the last one
+    other = page(client, f"/archive/teams/{old_workspace}/users/UOTHER")
+    edited_on = datetime.fromtimestamp(float(LIVE_EDITS[-1][0]), UTC).date()
+    assert max(li.get("data-date") for li in other.by_id("calendar").find_all("li", class_="cell")
+               if li.get("data-date")) == (edited_on + timedelta(days=6 - edited_on.weekday())).isoformat()

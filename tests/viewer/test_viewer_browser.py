@@ -240,9 +240,9 @@ def test_search_with_modifiers_pages_and_respects_scopes(browser, served, filled
     expect(page.locator(f"#search-results li[data-ts='{script_ts}'] .message-text")).to_contain_text("<script>")
     assert page.locator("#search-results script, #search-results img").count() == 0
     watch.expected.append("422")
-    response = page.goto(f"{served}/archive/teams/{filled.team}/search?q=plan+has:link")
+    response = page.goto(f"{served}/archive/teams/{filled.team}/search?q=plan+has:star")
     assert response.status == 422
-    expect(page.locator("#search-error")).to_contain_text("has: takes file or reaction")
+    expect(page.locator("#search-error")).to_contain_text("has: takes file, link or reaction")
     page.goto(f"{served}/archive/teams/{filled.team}/search?q=secret+plan")
     assert len(_result_ts(page)) == 3
     context.close()

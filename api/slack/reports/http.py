@@ -120,7 +120,10 @@ def generate_report(body: dict[str, Any], team_id: str):
             Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, body["days"])
     except BadPeriod as exc:
         abort(422, message=str(exc), errors={"json": {"start": [str(exc)]}})
-    document = service.generate(get_db(), team_id, period, include_private=body["include_private"])
+    try:
+        document = service.generate(get_db(), team_id, period, include_private=body["include_private"])
+    except service.UnknownWorkspace as exc:
+        abort(404, message=str(exc))
     if body["post"]:
         try:
             delivery = service.post(document, SlackSettings.from_env(), per_channel=body["per_channel"],

@@ -6,14 +6,24 @@ import time
 from typing import Any
 
 from api.db import Database
+from api.slack import channels
 from api.slack.reports import anonymise, blocks, figures, store
 from api.slack.reports.period import Period
 from api.slack.settings import SlackSettings
 
 
+class UnknownWorkspace(LookupError):
+    """Nothing of this workspace was ever archived: no report is computed or stored."""
+
+
 def generate(db: Database, team_id: str, period: Period, *, include_private: bool = False,
              save: bool = True) -> dict[str, Any]:
-    """Compute the report of `period` (and its comparison with the period before) and store it."""
+    """Compute the report of `period` (and its comparison with the period before) and store it.
+
+    UnknownWorkspace (nothing stored) when the workspace was never archived: an empty report of a mistyped id
+    would otherwise be stored and listed as if it were a real, quiet week."""
+    if not channels.workspace_known(db, team_id):
+        raise UnknownWorkspace(f"workspace {team_id} is not in the archive (nothing of it was ever stored)")
     started = time.perf_counter()
     document = figures.compute(figures.read_inputs(db, team_id, period, include_private=include_private))
     document["stats"]["seconds"] = round(time.perf_counter() - started, 3)
