@@ -2,7 +2,8 @@
 # Chronicle's one-command set-up. Idempotent: a second run reuses the virtualenv, the fetched Cassandra
 # and the running node.
 #
-#   bash bootstrap.sh serve   # install, start Cassandra, migrate, load sample data, serve the API (gunicorn)
+#   bash bootstrap.sh serve   # install, start Cassandra, migrate, load sample data, serve the API (gunicorn);
+#                             # secrets generated once into .chronicle/secrets.env
 #   bash bootstrap.sh test    # install, start Cassandra, run the whole test suite (extra args go to pytest)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,6 +54,43 @@ start_cassandra() {
   "$VENV/bin/chronicle" node start
 }
 
+# `serve`'s secrets: generated once (random) into the state folder, mode 0600, printed when created, then reused;
+# a variable already set in the environment wins. No published default secret is ever used (docs/deployment.md).
+ensure_local_secrets() {
+  local dir=${CHRONICLE_STATE_DIR:-.chronicle} file key value
+  file="$dir/secrets.env"
+  if [ ! -s "$file" ]; then
+    mkdir -p "$dir"
+    local read_token admin_token
+    read_token=$(random_secret); admin_token=$(random_secret)
+    (
+      umask 077
+      {
+        echo "# Chronicle's local secrets, generated once by 'bash bootstrap.sh serve' (docs/deployment.md#secrets)."
+        echo "CHRONICLE_CURSOR_SECRET=$(random_secret)"
+        echo "CHRONICLE_SLACK_SIGNING_SECRET=$(random_secret)"
+        echo "CHRONICLE_ADMIN_TOKEN=$admin_token"
+        echo "CHRONICLE_API_TOKENS={\"$read_token\": {\"workspaces\": [\"*\"], \"private\": true}}"
+      } > "$file.tmp"
+      printf '%s\n' "$read_token" > "$dir/read-token"
+      printf '%s\n' "$admin_token" > "$dir/admin-token"
+      mv "$file.tmp" "$file"
+    )
+    say "generated local secrets in $file (mode 0600; read token in $dir/read-token, admin token in $dir/admin-token):"
+    sed 's/^/    /' "$file"
+  fi
+  chmod 600 "$file" "$dir/read-token" "$dir/admin-token" 2>/dev/null || true
+  while IFS= read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    key=${line%%=*}; value=${line#*=}
+    [ -n "${!key:-}" ] || export "$key=$value"
+  done < "$file"
+}
+
+random_secret() {
+  "$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))'
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -60,10 +98,10 @@ case "$cmd" in
     ensure_system_tools; ensure_venv; start_cassandra
     "$VENV/bin/chronicle" migrate
     "$VENV/bin/chronicle" sample load
-    # Local development credentials unless the environment sets real ones (see README "Configuration").
-    export CHRONICLE_API_TOKENS=${CHRONICLE_API_TOKENS:-'{"dev-token": {"workspaces": ["*"], "private": true}}'}
-    export CHRONICLE_ADMIN_TOKEN=${CHRONICLE_ADMIN_TOKEN:-dev-admin-token}
-    export CHRONICLE_SLACK_SIGNING_SECRET=${CHRONICLE_SLACK_SIGNING_SECRET:-dev-signing-secret}
+    # Local secrets generated once under .chronicle/ unless the environment sets real ones (README
+    # "Configuration"); development mode, unless the environment says otherwise.
+    ensure_local_secrets
+    export CHRONICLE_ENV=${CHRONICLE_ENV:-development}
     # The network job worker and the Slack file worker run beside gunicorn (gunicorn.conf.py starts and stops them).
     export CHRONICLE_BACKGROUND_WORKERS=${CHRONICLE_BACKGROUND_WORKERS:-1}
     say "serving the API on http://${CHRONICLE_BIND:-127.0.0.1:8080} (OpenAPI UI at /docs); Ctrl-C stops it"
@@ -71,6 +109,8 @@ case "$cmd" in
     ;;
   test)
     ensure_system_tools; ensure_venv
+    # The suite builds its own settings and secrets (tests/conftest.py); gunicorn instances it starts inherit this.
+    export CHRONICLE_ENV=development
     if [ "${CI:-}" = "true" ]; then
       # CI leaves nothing running behind it, whatever happens below.
       trap '"$VENV/bin/chronicle" node stop || true' EXIT

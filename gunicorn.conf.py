@@ -2,7 +2,24 @@
 
 import os
 import shutil
+import sys
 import tempfile
+
+
+def _check_settings() -> None:
+    """The app's settings, checked once in the master before any worker forks: a missing or published secret
+    (outside CHRONICLE_ENV=development) or a bad CHRONICLE_API_TOKENS stops the start with a message naming the
+    variable, instead of workers failing to boot one after the other (api/config.py: Settings.validate)."""
+    from api.config import Settings, share_development_secret
+
+    share_development_secret()
+    try:
+        Settings.from_env().validate()
+    except ValueError as exc:  # ConfigError, or a number that is not one
+        sys.exit(f"chronicle: {exc}")
+
+
+_check_settings()
 
 bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:8080")
 # 2 cores shared with Cassandra: a few sync workers, each with threads (the driver's I/O runs on libev).

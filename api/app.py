@@ -11,11 +11,13 @@ from api.config import Settings
 from api.db import READ_LEVELS, Database, get_db, set_db
 from api.errors import register_error_handlers
 from api.observability import FastJSONProvider, configure_logging, install_request_hooks
+from api.pages import secure
 
 
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> Flask:
     """Build the app. Nothing connects to Cassandra here: the first request of each process does."""
-    settings = settings or Settings.from_env()
+    # Checked once, here (and by gunicorn's master before it forks): a missing secret stops the start.
+    settings = (settings or Settings.from_env()).validate()
     configure_logging(settings.log_level)
     if database is not None:
         set_db(database)
@@ -31,9 +33,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
-        OPENAPI_SWAGGER_UI_PATH="/docs",
-        # Swagger UI's files come from the pinned swagger-ui-bundle package, served here: /docs works offline.
-        OPENAPI_SWAGGER_UI_URL="/docs/assets/",
+        # /docs is api/pages.py's (Swagger UI without inline script); its files come from the pinned
+        # swagger-ui-bundle package, served below at /docs/assets/: /docs works offline.
         API_SPEC_OPTIONS={
             "info": {"description": "Cassandra-backed archive of Slack workspaces and follower networks."},
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
@@ -43,6 +44,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     app.json = FastJSONProvider(app)
     app.json.sort_keys = False
     install_request_hooks(app)
+    # One header policy for every response (CSP, nosniff, frame-ancestors, Referrer-Policy, no-store on HTML):
+    # pages, JSON, /docs, static files and every error answer (api/pages.py, docs/security.md#headers).
+    app.after_request(secure)
     api = Api(app)
     register_error_handlers(app)
 
@@ -70,7 +74,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
     from api.pages import common as common_assets
-    from api.pages import versioned_assets
+    from api.pages import docs_ui, versioned_assets
     from api.tagging.pages import bp as tagging_pages
     from api.viewer.network_pages import bp as archive_networks
     from api.viewer.report_pages import bp as archive_reports
@@ -78,6 +82,7 @@ def _register_pages(app: Flask) -> None:
     from api.viewer.slack_pages import bp as archive_pages
 
     app.register_blueprint(common_assets)
+    app.register_blueprint(docs_ui)
     app.register_blueprint(tagging_pages)
     app.register_blueprint(archive_session)
     app.register_blueprint(archive_pages)

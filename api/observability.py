@@ -17,7 +17,7 @@ from flask import Flask, Response, g, request
 from flask.json.provider import DefaultJSONProvider
 from flask_smorest import abort
 
-from api import metrics
+from api import json_guard, metrics
 from api.db import READ_LEVELS, read_level
 
 _ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
@@ -88,6 +88,14 @@ class FastJSONProvider(DefaultJSONProvider):
         except orjson.JSONEncodeError:  # e.g. a lone surrogate: json escapes what orjson refuses
             return super().dumps(obj).encode()
 
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        """Flask's own `request.get_json` parses here: the body limits of api/json_guard.py first (a ValueError,
+        which Flask answers 400), so no caller of get_json can meet a RecursionError either."""
+        problem = json_guard.problem(s)
+        if problem is not None:
+            raise ValueError(problem)
+        return super().loads(s, **kwargs)
+
     def dumps(self, obj: Any, **kwargs: Any) -> str:
         if kwargs:
             return super().dumps(obj, **kwargs)
@@ -131,6 +139,9 @@ def install_request_hooks(app: Flask) -> None:
             if asked.upper() not in READ_LEVELS:
                 abort(400, message=f"X-Read-Consistency must be one of {', '.join(READ_LEVELS)}")
             read_level.set(ConsistencyLevel.name_to_value[asked.upper()])
+
+    # Every body is checked before any route parses it: nesting depth and number length (api/json_guard.py).
+    app.before_request(json_guard.check_request_body)
 
     @app.after_request
     def _finish(response: Response) -> Response:

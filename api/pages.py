@@ -3,6 +3,9 @@ the stylesheet of api/templates/layout.html) served by Chronicle itself at /comm
 
 The Content-Security-Policy allows only this origin's scripts and styles (no inline code, no inline event
 handlers), so archived text can never run as script even if some escaping slipped; no page may be framed.
+`secure` is the one header policy of every response the app sends (api/app.py applies it app-wide: pages, REST
+JSON, the report served as HTML, /docs, static files, error answers): a header a view set on purpose (a stored
+file's sandbox CSP, a report's style hash) is kept; everything else gets the policy. docs/security.md#headers.
 """
 
 from __future__ import annotations
@@ -14,18 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, Response, request
+from flask import Blueprint, Flask, Response, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from api.errors import CASSANDRA_UNAVAILABLE
 
 _API_DIR = Path(__file__).resolve().parent
 
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin: the origin's own forms send a real Origin/Referer (CSRF checks), no other site learns URLs.
+    "Referrer-Policy": "same-origin",
 }
 
 common = Blueprint("pages_common", __name__, static_folder=str(_API_DIR / "static" / "common"),
@@ -33,14 +38,27 @@ common = Blueprint("pages_common", __name__, static_folder=str(_API_DIR / "stati
 
 
 def secure(response: Response) -> Response:
-    """The security headers on a page response; HTML is never cached (pages show archived, scoped data)."""
-    response.headers.update(SECURITY_HEADERS)
+    """The security headers on a response (a header the view set itself is kept); HTML is never cached (pages
+    show archived, scoped data)."""
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
     if response.mimetype == "text/html":
         response.headers["Cache-Control"] = "no-store"
     return response
 
 
 common.after_request(secure)
+
+# /docs: Swagger UI (its files from the swagger-ui-bundle package at /docs/assets/, api/app.py) started by a script
+# file of ours, so the page has no inline script and takes the same CSP as every other page.
+docs_ui = Blueprint("api_docs_ui", __name__, template_folder=str(_API_DIR / "templates"),
+                    static_folder=str(_API_DIR / "static" / "docs"), static_url_path="/docs/static")
+
+
+@docs_ui.get("/docs")
+def swagger_ui() -> str:
+    return render_template("docs/swagger_ui.html", title="Chronicle API", assets="/docs/assets/",
+                           spec_url=url_for("api-docs.openapi_json"))
 
 _ASSET_MAX_AGE = 365 * 24 * 3600
 

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 from typing import Any
 
 from flask_smorest import abort
@@ -46,8 +47,27 @@ def verify_cursor(cursor: str, secret: bytes, scope: str = "") -> dict[str, Any]
         if not hmac.compare_digest(_unb64(mac), _mac(secret, scope, payload)):
             raise ValueError("bad signature")
         position = json.loads(payload)
-        if not isinstance(position, dict):
-            raise ValueError("not an object")
-    except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError):
+        if not isinstance(position, dict) or not all(_scalar(v) for v in position.values()):
+            raise ValueError("not an object of scalars")
+    except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         abort(400, message="invalid cursor: pass back the `next_cursor` of the same listing unchanged")
     return position
+
+
+# A validly signed cursor is only as good as the secret: whoever holds it (a leaked or default secret) can sign
+# any position. So positions are checked after the MAC as if they were input: every value a scalar that fits a
+# Cassandra bigint (no 10**30 reaching the driver), and each listing checks its own range with `in_range`.
+_BIGINT = (-(2**63), 2**63 - 1)
+
+
+def _scalar(value: Any) -> bool:
+    if value is None or isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return _BIGINT[0] <= value <= _BIGINT[1]
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def in_range(value: Any, low: int, high: int) -> bool:
+    """Whether a cursor's position is an integer (not a bool) in [low, high]."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

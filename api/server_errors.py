@@ -13,6 +13,8 @@ from http import HTTPStatus
 
 from gunicorn import util
 
+from api.pages import SECURITY_HEADERS
+
 
 def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     try:
@@ -20,7 +22,9 @@ def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: st
     except ValueError:
         phrase = reason
     body = json.dumps({"code": status_int, "status": phrase, "message": mesg or reason}).encode()
-    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+    # The app's one header policy (api/pages.py) on gunicorn's own answers too.
+    policy = "".join(f"{name}: {value}\r\n" for name, value in SECURITY_HEADERS.items())
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n{policy}"
             f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
     util.write_nonblock(sock, head + body)
 

@@ -106,6 +106,7 @@ def start_worker(i: int, keyspace: str, settings: Settings, root: Path, args: di
            "CHRONICLE_SLACK_BOT_TOKEN": TOKEN, "CHRONICLE_FILES_ROOT": str(root), "CHRONICLE_LOG_LEVEL": "WARNING",
            "CHRONICLE_FILES_BACKOFF_SECONDS": str(args["backoff"]), "CHRONICLE_FILES_BATCH": str(args["batch"]),
            "CHRONICLE_FILES_CONCURRENCY": str(args["concurrency"]), "CHRONICLE_FILES_TIMEOUT": "10",
+           "CHRONICLE_SLACK_FILE_HOSTS": args["file_host"],
            "PYTHONPATH": str(ROOT)}
     with log.open("w") as sink:  # a file, not a pipe: a full pipe would stall the worker
         return subprocess.Popen([sys.executable, "-m", "api.cli", "slack", "file-worker", "--interval", "0.2"],
@@ -170,7 +171,7 @@ def main(n_files: int, workspaces: int, channels: int, workers: int, concurrency
             before = file_queue.backlog(db)
             report["backlog_before"] = {"total": before["total"], "capped_groups": before["capped"]}
             print(f"loaded in {report['load_seconds']} s; starting {workers} workers", file=sys.stderr)
-            args = {"backoff": backoff, "batch": batch, "concurrency": concurrency}
+            args = {"backoff": backoff, "batch": batch, "concurrency": concurrency, "file_host": host.file_host}
             started = time.time()
             node_cpu_before = node_cpu_seconds()
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)

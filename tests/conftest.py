@@ -15,6 +15,10 @@ from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
 
+# Development mode, explicitly (README "Configuration"): the suite builds its own secrets (`settings` below), and
+# the gunicorn instances some tests start inherit this; production refuses to start without real secrets.
+os.environ["CHRONICLE_ENV"] = "development"
+
 
 @pytest.fixture(scope="session")
 def cassandra_node() -> NodeSpec:

@@ -1,4 +1,4 @@
-"""Plain constants shared by the test suite (fixtures live in conftest.py)."""
+"""Plain constants and helpers shared by the test suite (fixtures live in conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,3 +9,25 @@ TEST_API_TOKENS = {
 }
 READ_TOKEN = "token-all"
 ADMIN_TOKEN = "test-admin-token"
+
+# What a browser adds to a form its own page submits (api/csrf.py checks both on every cookie-authenticated POST);
+# the test client's default host is localhost.
+SAME_ORIGIN = {"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}
+
+
+def csrf_token_of(client, path: str) -> str:
+    """The CSRF token that the page at `path` puts in its forms (this also gives `client` its CSRF cookie)."""
+    import re
+
+    html = client.get(path).get_data(as_text=True)
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html) or re.search(
+        r'<meta name="csrf-token" content="([^"]+)"', html)
+    assert found, f"no CSRF token on {path}"
+    return found.group(1)
+
+
+def form_post(client, path: str, data: dict | None = None, *, page: str | None = None, **kwargs):
+    """POST a form the way the page at `page` (default: `path`) sends it from a browser: its CSRF token, same origin."""
+    token = csrf_token_of(client, page or path)
+    headers = {**SAME_ORIGIN, **kwargs.pop("headers", {})}
+    return client.post(path, data={**(data or {}), "csrf_token": token}, headers=headers, **kwargs)

@@ -37,8 +37,10 @@ def day_start_us(day: date, tz: tzinfo) -> int:
 
 
 def window(day: date, tz: tzinfo) -> tuple[int, int]:
-    """[start, end) of a local day in epoch µs."""
-    return day_start_us(day, tz), day_start_us(day + timedelta(days=1), tz)
+    """[start, end) of a local day in epoch µs. The last day Python's calendar has (9999-12-31, as a search's
+    `on:` may name) ends 24 hours after it starts: there is no next day to start."""
+    start = day_start_us(day, tz)
+    return start, day_start_us(day + timedelta(days=1), tz) if day < date.max else start + 86_400 * US
 
 
 def local_day(at_us: int, tz: tzinfo) -> date:

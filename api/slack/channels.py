@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
-from api.slack.codec import compress_json, decompress_json
+from api.slack.codec import compress_json, decode_json, encode_json
 from api.slack.timeutil import us_to_ts
 
 TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index", "slack_channel_members"})
@@ -143,13 +143,13 @@ def members_write(team_id: str, channel_id: str, at: int, members: int, source: 
 
 def listed_write(team_id: str, channel_id: str, at: int, obj: dict[str, Any]) -> Write:
     """The channel object as history listed it at `at` (members, pins, every field)."""
-    return (SET_LISTED, (at, compress_json(obj), team_id, channel_id))
+    return (SET_LISTED, (at, encode_json(obj), team_id, channel_id))
 
 
 def listed(db: Database, team_id: str, channel_id: str) -> dict[str, Any]:
     """The channel object as history last listed it ({} when never listed)."""
     row = db.execute(SELECT_LISTED, (team_id, channel_id)).one()
-    value = decompress_json(row.listed) if row is not None and row.listed else {}
+    value = decode_json(row.listed) if row is not None and row.listed else {}
     return value if isinstance(value, dict) else {}
 
 

@@ -124,8 +124,10 @@ def _block_parts(value: Any, depth: int) -> Iterator[str]:
             yield from _block_parts(child, depth + 1)
 
 
-def content_parts(content: dict[str, Any] | None) -> Iterator[str]:
-    """The strings a reader sees in a message's attachments and blocks, in order."""
+def content_parts(content: dict[str, Any] | None, *, has_text: bool = False) -> Iterator[str]:
+    """The strings a reader sees in a message's attachments and blocks, in order. With `has_text`, rich text
+    blocks are left out: a person's message carries its text twice, as `text` (which Slack derives from the
+    rich text) and as one rich_text block, and indexing both would tokenise every message twice."""
     if not content:
         return
     attachments = content.get("attachments")
@@ -134,14 +136,16 @@ def content_parts(content: dict[str, Any] | None) -> Iterator[str]:
             yield from _attachment_parts(attachment)
     blocks = content.get("blocks")
     if isinstance(blocks, list):
-        yield from _block_parts(blocks, 0)
+        for block in blocks:
+            if not (has_text and isinstance(block, dict) and block.get("type") == "rich_text"):
+                yield from _block_parts(block, 1)
 
 
-def content_text(content: dict[str, Any] | None) -> str:
+def content_text(content: dict[str, Any] | None, *, has_text: bool = False) -> str:
     """content_parts joined by newlines, bounded (MAX_PARTS strings, MAX_CHARS characters)."""
     out: list[str] = []
     size = 0
-    for i, part in enumerate(content_parts(content)):
+    for i, part in enumerate(content_parts(content, has_text=has_text)):
         if i >= MAX_PARTS or size >= MAX_CHARS:
             break
         out.append(part[:MAX_CHARS - size])
@@ -151,7 +155,7 @@ def content_text(content: dict[str, Any] | None) -> str:
 
 def with_content_text(text: str | None, content: dict[str, Any] | None) -> str | None:
     """The message text followed by its content's text: what search indexes and confirms."""
-    extra = content_text(content)
+    extra = content_text(content, has_text=bool(text))
     if not extra:
         return text
     return f"{text}\n{extra}" if text else extra

@@ -67,13 +67,23 @@ def read_request(settings: Settings, body: bytes, headers: Mapping[str, str]) ->
 def verify_request(settings: Settings, body: bytes, headers: Mapping[str, str], *, team_id: str | None) -> None:
     """Check X-Slack-Signature over the raw body with the signing secret of workspace `team_id` (else the
     shared one); the timestamp must be within 5 minutes (slack-sdk's SignatureVerifier). Without a team
-    (url_verification, or a body that is not JSON) any configured secret may have signed it."""
+    (url_verification, or a body that is not JSON) any configured secret may have signed it. A body that is
+    not UTF-8 is BadEvent (400) before any secret is tried."""
     timestamp = headers.get("X-Slack-Request-Timestamp")
     signature = headers.get("X-Slack-Signature")
     if not timestamp or not signature:
         raise BadSignature("missing X-Slack-Signature or X-Slack-Request-Timestamp")
-    if not timestamp.isdigit():
+    # What slack-sdk's verifier would choke on is refused here, before it: a timestamp int() cannot read
+    # ('²' passes isdigit), a signature hmac.compare_digest cannot compare (non-ASCII text raises TypeError),
+    # a body that is not UTF-8 (the verifier decodes it: UnicodeDecodeError). Slack's own requests are none.
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
         raise BadSignature("X-Slack-Request-Timestamp is not a Unix time")
+    if not signature.isascii() or len(signature) > 200:
+        raise BadSignature("X-Slack-Signature is not a Slack signature (v0=<hex>)")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadEvent("body is not UTF-8 (Slack sends UTF-8 JSON)") from None
     if team_id is not None:
         secret = settings.slack_signing_secrets.get(team_id) or settings.slack_signing_secret
         secrets = [secret] if secret else []

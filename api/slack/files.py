@@ -6,8 +6,8 @@ shard, so two workers never process one file at once) and processes a batch conc
 files_stored / files_fetch_error maps (messages.py) are the "done" mark, checked before every download: a file
 enqueued again (an edit, a redelivered event, a re-read after a crash) is not fetched again. Transient failures
 (timeouts, 5xx, 429, connection errors) are retried with exponential backoff (a new queue item due later);
-after max_attempts, or at once for a permanent failure (404/401/403, an HTML login page), the message is
-marked files_fetch_failed.
+after max_attempts, or at once for a permanent failure (404/401/403, an HTML login page, a url_private or a
+redirect outside Slack's file hosts: the bot token is never sent there), the message is marked files_fetch_failed.
 
 This module owns no table: the worker loop calls the queue (file_queue) and the messages' owner.
 """
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
+from urllib.parse import urljoin
 
 import requests
 import structlog
@@ -31,7 +32,7 @@ import structlog
 from api.db import Database
 from api.slack import file_queue, messages
 from api.slack.file_queue import PendingFile
-from api.slack.settings import SlackSettings
+from api.slack.settings import DEFAULT_FILE_HOSTS, SlackSettings, file_host_refusal
 from api.slack.timeutil import us_to_ts
 
 log = structlog.get_logger("chronicle.slack.files")
@@ -132,14 +133,32 @@ def object_key(team_id: str, channel_id: str, ts: int, file_id: str) -> str:
 
 # -- download ---------------------------------------------------------------------------------------------
 
-def download(url: str, token: str, *, timeout: float, max_bytes: int,
-             session: requests.Session | None = None) -> tuple[bytes, str | None]:
+MAX_REDIRECTS = 5
+
+
+def download(url: str, token: str, *, timeout: float, max_bytes: int, session: requests.Session | None = None,
+             file_hosts: tuple[str, ...] = DEFAULT_FILE_HOSTS) -> tuple[bytes, str | None]:
     """GET url_private with the bot token. Without the right scope Slack answers 200 with an HTML login page,
-    so an HTML content type is refused (permanent). Size-capped; timeouts and 5xx/429 are transient."""
+    so an HTML content type is refused (permanent). Size-capped; timeouts and 5xx/429 are transient.
+
+    The token goes only to Slack's file hosts (`file_hosts`, CHRONICLE_SLACK_FILE_HOSTS): a url_private (from an
+    event or an imported export) or a redirect naming any other host fails for good before any request there."""
     http = session or requests
     try:
-        with http.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout, stream=True,
-                      allow_redirects=True) as resp:
+        for _hop in range(MAX_REDIRECTS + 1):
+            refusal = file_host_refusal(url, file_hosts)
+            if refusal is not None:
+                raise FetchError(f"not fetched, the bot token is only sent to Slack's file hosts: {refusal}",
+                                 transient=False)
+            resp = http.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout, stream=True,
+                            allow_redirects=False)
+            if not resp.is_redirect:
+                break
+            url = urljoin(url, resp.headers.get("Location", ""))
+            resp.close()
+        else:
+            raise FetchError(f"more than {MAX_REDIRECTS} redirects", transient=False)
+        with resp:
             if resp.status_code == 429 or resp.status_code >= 500:
                 raise FetchError(f"HTTP {resp.status_code} from file host", transient=True)
             if resp.status_code != 200:
@@ -241,7 +260,8 @@ class FileWorker:
             if not token:
                 raise FetchError(f"no bot token configured for workspace {file.team_id}", transient=False)
             data, ctype = download(file.url_private, token, timeout=self.settings.download_timeout,
-                                   max_bytes=self.settings.max_file_bytes, session=self._http())
+                                   max_bytes=self.settings.max_file_bytes, session=self._http(),
+                                   file_hosts=self.settings.file_hosts)
             uri = self.store.put(object_key(file.team_id, file.channel_id, file.ts, file.file_id), data,
                                  file.mimetype or ctype)
         except FetchError as exc:

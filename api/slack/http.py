@@ -17,9 +17,10 @@ from api.auth import require_workspace
 from api.config import Settings
 from api.db import get_db, reads_own_writes
 from api.errors import CASSANDRA_UNAVAILABLE
-from api.paging import sign_cursor, verify_cursor
+from api.paging import in_range, sign_cursor, verify_cursor
 from api.slack import channels, events, messages, search, users
 from api.slack.codec import is_slack_id
+from api.slack.file_http import download_links
 from api.slack.payloads import BadEvent, UrlVerification
 from api.slack.schemas import (
     EVENT_REQUEST_DOC,
@@ -65,9 +66,10 @@ class EventsBlueprint(Blueprint):
 
 def blueprints() -> list[Blueprint]:
     """The Slack blueprints for one app."""
+    from api.slack.file_http import blp as files_blp
     from api.slack.reports.http import blp as reports_blp
 
-    return [EventsBlueprint(), blp, reports_blp]
+    return [EventsBlueprint(), blp, files_blp, reports_blp]
 
 
 def _settings() -> Settings:
@@ -165,7 +167,8 @@ def users_scope(team_id: str) -> str:
 def _position(cursor: str, scope: str) -> int:
     """The ts bound a cursor of this listing carries (400 for anything else)."""
     position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
-    if not isinstance(position, int) or isinstance(position, bool):
+    # Range-checked after the MAC too: a forged position (10**30) must not reach the driver (docs/security.md).
+    if not in_range(position, messages.MIN_US, messages.MAX_US):
         abort(400, message=_BAD_CURSOR)
     return position
 
@@ -243,7 +246,8 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=limit,
                                   upper=upper, lower=lower, ascending=order == "asc",
                                   include_deleted=include_deleted, prefetched={channel_id: days})
-    body = {"messages": [m.to_json() for m in page], "next_cursor": _next_cursor(nxt, scope)}
+    body = {"messages": [download_links(m.to_json(), team_id, channel_id) for m in page],
+            "next_cursor": _next_cursor(nxt, scope)}
     # Already in the documented shape (Message.to_json): skip re-serialising 50 messages through marshmallow.
     return current_app.json.response(body)
 
@@ -264,7 +268,7 @@ def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
         abort(404, message=f"no message {ts} in channel {channel_id}")
     message, history = found
     # Returned as built: Slack's own fields pass through whole (marshmallow would keep only declared ones).
-    return current_app.json.response({**message.to_json(), "history": history})
+    return current_app.json.response({**download_links(message.to_json(), team_id, channel_id), "history": history})
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
@@ -292,8 +296,9 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
     if parent is None and not replies and not cursor:
         abort(404, message=f"no thread {thread_ts} in channel {channel_id}")
     return current_app.json.response({
-        "parent": parent.to_json() if parent is not None else None,
-        "replies": [m.to_json() for m in replies], "next_cursor": _next_cursor(nxt, scope)})
+        "parent": download_links(parent.to_json(), team_id, channel_id) if parent is not None else None,
+        "replies": [download_links(m.to_json(), team_id, channel_id) for m in replies],
+        "next_cursor": _next_cursor(nxt, scope)})
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))
@@ -364,7 +369,7 @@ def search_page(team_id: str, q: str, *, limit: int, cursor: str | None, tz: str
     except search.SearchError as exc:
         abort(422, message=str(exc))
     names = page.directory.channel_names
-    hits = [{**hit.message.to_json(), "channel_name": names.get(hit.message.channel_id),
+    hits = [{**download_links(hit.message.to_json(), team_id), "channel_name": names.get(hit.message.channel_id),
              "reply_count": hit.reply_count or None} for hit in page.hits]
     return {
         "messages": [{k: v for k, v in hit.items() if v is not None} for hit in hits],

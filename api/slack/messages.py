@@ -22,7 +22,7 @@ from cassandra import ConsistencyLevel
 
 from api.db import Database, Params, Statement, without_none
 from api.slack import mrkdwn
-from api.slack.codec import compress_json, decompress_json
+from api.slack.codec import compress_json, decode_json, encode_json
 from api.slack.content import with_content_text
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
 
@@ -286,7 +286,7 @@ def decoded_content(blob: bytes | None) -> dict[str, Any]:
     """A row's `content` column as Slack's JSON ({} when unset or empty)."""
     if not blob:
         return {}
-    value = decompress_json(blob)
+    value = decode_json(blob)
     return value if isinstance(value, dict) else {}
 
 
@@ -330,7 +330,7 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
         "mentions": mrkdwn.mentioned_users(msg.text, msg.user) if msg.text is not None else None,
         "parent_user_id": msg.parent_user_id,
         # An edit always writes it (b"" = nothing more): the edited message replaces the content whole.
-        "content": compress_json(msg.content) if msg.content else (None if original else b""),
+        "content": encode_json(msg.content) if msg.content else (None if original else b""),
     }))]
     if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
@@ -406,7 +406,7 @@ def tombstone_writes(db: Database, msg: NewMessage) -> list[Write]:
     writes: list[Write] = [(UPSERT_MESSAGE, without_none({
         **key, "wt": msg.ts - 1, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
         "subtype": msg.subtype, "thread_ts": msg.thread_ts,
-        "content": compress_json(msg.content) if msg.content else None}))]
+        "content": encode_json(msg.content) if msg.content else None}))]
     if _day_key(db, msg) not in _known_days:
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     return writes

@@ -159,8 +159,9 @@ class MessageSchema(MessageContentFields, Schema):
     deleted_ts = fields.String()
     files = fields.List(fields.Nested(FileSchema), metadata={
         "description": "the message's files as Slack sent them (a legacy `file` also listed here)"})
-    files_stored = fields.Dict(keys=fields.String(), values=fields.String(),
-                               metadata={"description": "file_id -> stored object URI"})
+    files_stored = fields.Dict(keys=fields.String(), values=fields.String(), metadata={
+        "description": "file_id -> the stored file's download path (GET it with the same token; the object "
+                       "store's own URI is never shown)"})
     files_fetch_failed = fields.Boolean()
     files_fetch_error = fields.Dict(keys=fields.String(), values=fields.String())
     reactions = fields.List(fields.Nested(ReactionSchema))

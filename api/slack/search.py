@@ -30,13 +30,14 @@ import itertools
 import re
 import threading
 import time
+from calendar import monthrange
 from collections.abc import Iterator
 from datetime import date, timedelta
 from typing import Any
 
 from api.activity.calendar import window, zone
 from api.db import Database
-from api.paging import sign_cursor, verify_cursor
+from api.paging import in_range, sign_cursor, verify_cursor
 from api.slack import channels, content, messages, search_index, search_terms, users
 from api.slack.messages import Message
 from api.slack.search_terms import Token
@@ -106,14 +107,15 @@ def _date(value: str, modifier: str) -> date:
 def _during(value: str) -> tuple[date, date]:
     if re.fullmatch(r"\d{4}", value):
         year = int(value)
+        if not date.min.year <= year <= date.max.year:
+            raise SearchError(f"during: {value!r} is not a year (0001 to 9999)")
         return date(year, 1, 1), date(year, 12, 31)
     if re.fullmatch(r"\d{4}-\d{2}", value):
         try:
             first = date(int(value[:4]), int(value[5:]), 1)
         except ValueError:
             raise SearchError(f"during: {value!r} is not a month") from None
-        following = (first + timedelta(days=32)).replace(day=1)
-        return first, following - timedelta(days=1)
+        return first, first.replace(day=monthrange(first.year, first.month)[1])
     day = _date(value, "during")
     return day, day
 
@@ -125,6 +127,12 @@ def _narrow(query: Query, first: date | None, last: date | None) -> None:
         query.last = last
 
 
+def _nothing(query: Query) -> None:
+    """A date range no day can be in (`after:9999-12-31`, `before:0001-01-01`): an empty range, which later
+    modifiers cannot widen. Date arithmetic past Python's calendar (years 1..9999) is never done."""
+    _narrow(query, date.max, date.min)
+
+
 def _modifier(query: Query, key: str, value: str) -> None:
     if not value:
         raise SearchError(f"{key}: needs a value, e.g. {key}:{_EXAMPLES[key]}")
@@ -133,9 +141,17 @@ def _modifier(query: Query, key: str, value: str) -> None:
     elif key == "from":
         query.from_users.append(value)
     elif key == "before":
-        _narrow(query, None, _date(value, key) - timedelta(days=1))
+        day = _date(value, key)
+        if day == date.min:
+            _nothing(query)
+        else:
+            _narrow(query, None, day - timedelta(days=1))
     elif key == "after":
-        _narrow(query, _date(value, key) + timedelta(days=1), None)
+        day = _date(value, key)
+        if day == date.max:
+            _nothing(query)
+        else:
+            _narrow(query, day + timedelta(days=1), None)
     elif key == "on":
         day = _date(value, key)
         _narrow(query, day, day)
@@ -307,7 +323,7 @@ class Position:
         day, ts, channel_id = value.get("d"), value.get("t"), value.get("c", "")
         if not (isinstance(day, int) and not isinstance(day, bool) and FIRST_DAY - 1 <= day <= LAST_DAY):
             raise ValueError("bad day")
-        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool)):
+        if ts is not None and not in_range(ts, messages.MIN_US, messages.MAX_US):
             raise ValueError("bad ts")
         if not isinstance(channel_id, str):
             raise ValueError("bad channel")

@@ -6,8 +6,16 @@ Every variable, its default and meaning is listed in docs/slack.md.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import re
+from urllib.parse import urlsplit
 
 from api.config import env, parse_mapping, state_dir
+
+# Where Slack serves url_private (files.slack.com/files-pri/...; GovSlack: files.slack-gov.com) and the hosts it
+# may redirect a download to (files-*.slack.com, *.slack-edge.com). `*` is one DNS label. The bot token is sent
+# to these hosts only, over HTTPS (plain HTTP only to a loopback address: the tests' stand-in file host).
+DEFAULT_FILE_HOSTS = ("files.slack.com", "files-*.slack.com", "*.slack-edge.com", "files.slack-gov.com")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +42,8 @@ class SlackSettings:
     max_file_bytes: int
     batch_size: int
     concurrency: int
+    # Hosts the file worker downloads from (and sends the bot token to): `host` or `host:port`, `*` = one label.
+    file_hosts: tuple[str, ...] = DEFAULT_FILE_HOSTS
 
     @classmethod
     def from_env(cls) -> SlackSettings:
@@ -56,7 +66,48 @@ class SlackSettings:
             max_file_bytes=int(env("CHRONICLE_FILES_MAX_BYTES", str(1024 * 1024 * 1024))),
             batch_size=int(env("CHRONICLE_FILES_BATCH", "100")),
             concurrency=int(env("CHRONICLE_FILES_CONCURRENCY", "16")),
+            file_hosts=tuple(h.strip().lower() for h in env("CHRONICLE_SLACK_FILE_HOSTS", "").split(",")
+                             if h.strip()) or DEFAULT_FILE_HOSTS,
         )
+
+    def file_host_refusal(self, url: str) -> str | None:
+        """Why the bot token must not be sent to `url` (None: one of Slack's file hosts, `file_hosts`)."""
+        return file_host_refusal(url, self.file_hosts)
 
     def token_for(self, team_id: str) -> str:
         return self.bot_tokens.get(team_id) or self.bot_token
+
+
+def _host_pattern(entry: str) -> re.Pattern[str]:
+    return re.compile("".join("[a-z0-9-]+" if part == "*" else re.escape(part) for part in re.split(r"(\*)", entry))
+                      + r"\Z")
+
+
+def file_host_refusal(url: str, allowed: tuple[str, ...]) -> str | None:
+    """None when `url` is https (or http to a loopback address) on a host of `allowed` (`host` matches any
+    port, `host:port` only that one); otherwise why not, naming the host."""
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return "not a valid URL"
+    if parts.scheme not in ("https", "http") or not host:
+        return f"not an http(s) URL ({parts.scheme or 'no scheme'})"
+    if parts.username is not None or parts.password is not None:
+        return f"the URL names credentials for host {host!r}"
+    if parts.scheme == "http" and not _loopback(host):
+        return f"plain http to host {host!r} (only https is allowed)"
+    with_port = f"{host}:{port}" if port is not None else host
+    for entry in allowed:
+        if _host_pattern(entry).match(with_port if ":" in entry else host):
+            return None
+    return f"host {with_port!r} is not one of Slack's file hosts (CHRONICLE_SLACK_FILE_HOSTS)"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

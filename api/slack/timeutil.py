@@ -29,6 +29,19 @@ def ts_to_us(value: str | int | float) -> int:
     return int(seconds) * US_PER_SECOND + int((frac + "000000")[:6])
 
 
+# Messages are stored only before 9999-12-30 UTC: pages show their dates in every time zone (up to 14 hours
+# ahead of UTC), and Python's dates end with the year 9999.
+MESSAGE_US_LIMIT = (253_402_300_800 - 2 * 86_400) * US_PER_SECOND
+
+
+def message_ts_to_us(value: str | int | float) -> int:
+    """`ts_to_us` of a message's own ts (or its thread's): BadTimestamp from the year 10000 on."""
+    us = ts_to_us(value)
+    if us >= MESSAGE_US_LIMIT:
+        raise BadTimestamp(f"not a Slack timestamp: {value!r} is after 9999-12-29")
+    return us
+
+
 def us_to_ts(us: int) -> str:
     """1620000000000200 -> '1620000000.000200' (Slack's 6-decimal form)."""
     return f"{us // US_PER_SECOND}.{us % US_PER_SECOND:06d}"

@@ -32,7 +32,7 @@ from typing import Any
 
 from api.db import Database, Params, Statement
 from api.slack import ingest, users
-from api.slack.codec import is_slack_id
+from api.slack.codec import is_slack_id, is_user_id
 from api.slack.payloads import BadEvent, history_message
 
 TABLES = frozenset({"slack_import_progress"})
@@ -185,7 +185,7 @@ class _Archive:
             return None, "larger than its declared size (over the per-file limit)"
         try:
             return json.loads(data), None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
             return None, f"not JSON ({str(exc)[:120]})"
 
 
@@ -248,6 +248,10 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
     seen_at = int(time.time() * 1_000_000)
 
     for user in user_list:
+        if isinstance(user, dict) and not is_user_id(user.get("id")):
+            # Only Slack-shaped user ids are stored (they name pages and links): skipped with the reason.
+            report.skip("users.json", f"user id {str(user.get('id'))[:40]!r} is not a Slack user id")
+            continue
         try:
             profile = users.Profile.from_slack(team, user, observed_at=observed_at)
         except ValueError as exc:

@@ -1,5 +1,7 @@
 """Who is calling a tagging route: a personal token (bearer header, or the pages' HttpOnly cookie holding it)
-or the admin token, and what their role lets them do."""
+or the admin token, and what their role lets them do. A state-changing call that the cookie authenticates has
+passed the CSRF check first (api/csrf.py, declared in http.py and pages.py); "bearer" means the same here and
+there (`csrf.bearer_token`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import time
 from flask import request
 from flask_smorest import abort
 
+from api import csrf
 from api.config import Settings
 from api.db import get_db
 from api.tagging import effort, projects
@@ -32,10 +35,7 @@ def member_from_cookie() -> Member | None:
 
 def token_of_request() -> str | None:
     """The bearer token, else the pages' cookie; None without either."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.cookies.get(COOKIE) or None
+    return csrf.bearer_token() or request.cookies.get(COOKIE) or None
 
 
 def require_member(settings: Settings, project: str, roles: tuple[str, ...] = ("tagger", "qa", "admin")

@@ -1,5 +1,9 @@
 """HTTP surface of tagging (docs/tagging.md): project definition, next, submit, skip, missing, disable,
-verify, item, review list, statistics and keyword completion."""
+verify, item, review list, statistics and keyword completion.
+
+A call that the pages' cookie authenticates (no `Authorization: Bearer`) and that changes something must come
+from Chronicle's own pages (api/csrf.py): same origin, `Content-Type: application/json` (else 415) and the page's
+`X-CSRF-Token` (else 403). Bearer-token calls need none of this."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from flask import current_app
 from flask_smorest import Blueprint, abort
 
+from api import csrf
 from api.db import get_db, reads_own_writes
 from api.slack.schemas import error_responses
 from api.tagging import access, effort, projects, service
@@ -39,6 +44,7 @@ _ERRORS = {400: "the body is not JSON", 401: "missing or unknown token",
            404: "no such project or item", 409: "the lease is no longer yours (the reason is given)",
            422: "invalid parameters (the reason is given)", 503: "database unavailable"}
 _errors = error_responses(blp, _ERRORS)
+csrf.protect(blp, session_cookie=access.COOKIE, cookie_path="/tagging", body="json")
 _SEQ = "<int(max=2147483647):seq>"
 _VALID_PROJECT = re.compile(PROJECT_PATTERN)
 

@@ -5,6 +5,10 @@ Plain Flask (HTML is not part of the OpenAPI document). The pages are rendered o
 fixed lists (categories, subcategories), and the JS in api/static/tagging/ fetches everything that changes from
 the REST API, which accepts the HttpOnly cookie set here. The Content-Security-Policy allows only this origin's
 scripts and styles (no inline code), so archived text can never run as script even if some code slipped.
+
+Signing in and out are POST forms protected against cross-site request forgery (api/csrf.py: the page's own
+origin and the form's `csrf_token`; the sign-in form too, against login CSRF); the scripts send the page's token
+(`<meta name="csrf-token">`) as `X-CSRF-Token` on every call that changes something.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response, redirect, render_template, request
 
+from api import csrf
 from api.db import get_db
 from api.pages import secure
 from api.tagging import access, projects
@@ -53,6 +58,19 @@ def _signin_page(error: str | None = None, status: int = 200) -> tuple[str, int]
     return render_template("tagging/signin.html", error=error, member=None), status
 
 
+def _csrf_refused(status: int, reason: str) -> tuple[str, int]:
+    """A sign-in or sign-out form that did not come from these pages: the sign-in form (with a fresh token), or
+    for a signed-in person the refusal page; nobody is signed in or out."""
+    member = access.member_from_cookie()
+    if request.path == "/tagging/signin" or member is None:
+        return _signin_page(f"Sign in from this page: {reason}.", status)
+    return _forbidden(member, f"Sign out with the button of these pages: {reason}.", status)
+
+
+csrf.protect(bp, session_cookie=access.COOKIE, cookie_path="/tagging", body="form", always=True,
+             refuse=_csrf_refused)
+
+
 @bp.get("/tagging")
 def signin_form() -> tuple[str, int]:
     return _signin_page()
@@ -71,7 +89,7 @@ def signin() -> Response | tuple[str, int]:
     return response
 
 
-@bp.route("/tagging/signout", methods=["GET", "POST"])
+@bp.post("/tagging/signout")
 def signout() -> Response:
     response = redirect("/tagging", code=303)
     response.delete_cookie(access.COOKIE, path="/tagging", httponly=True, samesite="Strict",
@@ -79,9 +97,9 @@ def signout() -> Response:
     return response
 
 
-def _forbidden(member: Member, message: str) -> tuple[str, int]:
+def _forbidden(member: Member, message: str, status: int = 403) -> tuple[str, int]:
     return render_template("tagging/forbidden.html", member=member, message=message, project=None,
-                           home=home_url(member)), 403
+                           home=home_url(member)), status
 
 
 def _page(project_id: str, page: str) -> Response | tuple[str, int]:

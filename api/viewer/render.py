@@ -31,14 +31,21 @@ Safety rules, by construction rather than by filtering afterwards:
 
 * Every character of the message reaches the output through `markupsafe.escape`; the only tags are the ones
   written here: b, i, s, code, pre, blockquote, a, span, br, with only href/rel/target/class on <a> and class
-  on <span>. Every opened tag is closed in the same call that opened it, so the output is well-formed whatever
-  the input. There is no wrapper element: the output contains <pre> and <blockquote>, so embed it in a block
-  element (a <div>, not a <p>).
+  on <span> (and title on a mention whose name was cut). Every opened tag is closed in the same call that
+  opened it, so the output is well-formed whatever the input. There is no wrapper element: the output contains
+  <pre> and <blockquote>, so embed it in a block element (a <div>, not a <p>).
 * Links only for http, https and mailto, checked the way a browser reads a URL: leading/trailing C0 controls
   and spaces stripped, tabs and newlines removed, then the scheme compared case-insensitively (so
   `java\tscript:` and `JaVaScRiPt:` are not links; `data:`, `vbscript:` and `//host` neither). A URL with any
   other control character is not a link. href is the cleaned URL, attribute-escaped (quotes included).
   `channel_url`'s result is linked only if it is a same-site path ("/..." but not "//...") or http(s).
+* Bounded markup: at most MAX_ELEMENTS (500) elements per message (b, i, s, code, pre, blockquote, a, span; <br>
+  is not counted). The element that would exceed the budget is not written: the tags open at that point are
+  closed there, and the rest of the message, from that marker on, is shown as typed (Slack's escapes decoded) as
+  plain escaped text, controls replaced, bidi balanced per line, newlines as <br>. A browser lays out thousands
+  of inline elements in one message slowly (`*_` x 25,000 made ~16,700 and took 10.6 s to show); this keeps a
+  message's cost to the length of its text. A caller rendering several texts of one message (rich.py) shares
+  one `Budget` between them.
 * Linear time: references are found by one regex that cannot backtrack past the next `<`; code fences,
   code spans and emphasis markers are paired in single left-to-right passes with a stack; emoji shortcodes are
   at most 64 characters long. There is no nested quantifier anywhere.
@@ -52,6 +59,12 @@ Safety rules, by construction rather than by filtering afterwards:
   carry dir="auto" (viewer/_message.html does), and an inner element with a dir attribute would hide the
   message's text from that block's direction detection (an RTL message would lose its right alignment).
 
+Data shown outside message text (a name, a channel name, a file name, a reaction, a title) goes through `shown`:
+one line, every control character (tab and newline too) as U+FFFD, bidi controls balanced (a file name's
+removed, with LRM/RLM/ALM: no override may turn `gnp.exe` into `exe.png`), and beyond a limit (NAME_LIMIT for
+names and reactions) cut with "…", the whole value (up to TITLE_LIMIT) then given as a title. A mention's name
+in message text is cut the same way (its span or link then carries the title).
+
 `user_ids` / `channel_ids` give the ids a text mentions, so a page can look up only the names it needs (a
 superset of what `message_html` will look up). `emoji` is for reaction chips.
 """
@@ -62,6 +75,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -69,13 +83,20 @@ from api.viewer.emoji import TABLE as _EMOJI
 from api.viewer.emoji import emoji as emoji  # re-exported: part of this module's interface
 from api.viewer.emoji import with_skin_tone
 
-__all__ = ["channel_ids", "emoji", "link_url", "message_html", "text_html", "user_ids"]
+__all__ = ["MAX_ELEMENTS", "NAME_LIMIT", "TITLE_LIMIT", "Budget", "channel_ids", "emoji", "link_url",
+           "message_html", "shown", "shown_with_title", "text_html", "user_ids"]
+
+MAX_ELEMENTS = 500  # markup elements per message; beyond them, the rest of the message is plain text
+NAME_LIMIT = 80  # characters of a name or a reaction shown; the whole value goes in a title
+TITLE_LIMIT = 1000  # characters of a title attribute
 
 # Replaces each reference in the working text of a line. It cannot occur in message text: _clean turns every
 # C0 control except tab and newline into U+FFFD first.
 _ATOM = "\x00"
 
 _CONTROLS_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_ALL_CONTROLS_RE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # one-line data: tab and newline too
+_BIDI_ANY_RE = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # controls and marks
 # A reference: up to the next ">" on the same line, no "<" in between. Each attempt stops at the next "<", so a
 # run of unclosed "<" costs linear time.
 _REF_RE = re.compile(r"<([^<>\n]*)>")
@@ -97,6 +118,30 @@ _SPECIAL_MENTIONS = frozenset({"here", "channel", "everyone"})
 _LINK_ATTRS = 'rel="noopener noreferrer" target="_blank"'
 
 
+class Budget:
+    """How many more markup elements a message may have (MAX_ELEMENTS to start with); shared by the texts of one
+    message."""
+
+    def __init__(self, elements: int = MAX_ELEMENTS) -> None:
+        self.left = elements
+
+    def take(self, count: int = 1) -> bool:
+        """Spend `count` elements if that many are left; False (nothing spent) otherwise."""
+        if count > self.left:
+            return False
+        self.left -= count
+        return True
+
+
+class _Cut(Exception):
+    """The budget ran out inside one item of a line: `html` is the item up to there (every tag closed), `rest` the
+    item's remaining text as typed (decoded); `end` is set to where the item ends in the cleaned text."""
+
+    def __init__(self, html: str, rest: str) -> None:
+        super().__init__()
+        self.html, self.rest, self.end = html, rest, 0
+
+
 @dataclass(frozen=True)
 class _Names:
     users: Mapping[str, str]
@@ -107,20 +152,25 @@ class _Names:
 @dataclass
 class _Line:
     quoted: bool
-    items: list[tuple[str, str]] = field(default_factory=list)  # ("text", raw) or ("pre", raw), in order
+    start: int = 0  # where the line starts in the cleaned text (its quote marker included)
+    # ("text", raw, offset) or ("pre", raw, offset), in order; offset: where raw starts in the cleaned text
+    items: list[tuple[str, str, int]] = field(default_factory=list)
     dropped: bool = False  # the `>>>` marker's own line when nothing follows it there
 
 
 def message_html(text: str | None, *, users: Mapping[str, str], channels: Mapping[str, str],
-                 channel_url: Callable[[str], str] | None = None) -> Markup:
-    """The message text as safe HTML (see the module docstring); empty Markup for no text."""
+                 channel_url: Callable[[str], str] | None = None, budget: Budget | None = None) -> Markup:
+    """The message text as safe HTML (see the module docstring); empty Markup for no text. `budget`: the
+    elements the message may still have (shared with its other texts); a fresh MAX_ELEMENTS when not given."""
     if not text:
         return Markup("")
     names = _Names(users, channels, channel_url)
+    budget = budget if budget is not None else Budget()
+    cleaned = _clean(text)
     out = []
     in_quote = False
     pending_break = False  # the previous line wants a <br> before the next one
-    for line in _lines(_clean(text)):
+    for line in _lines(cleaned):
         if line.dropped:
             continue
         if line.quoted != in_quote:
@@ -129,17 +179,50 @@ def message_html(text: str | None, *, users: Mapping[str, str], channels: Mappin
             else:
                 if pending_break:
                     out.append("<br>")
+                if not budget.take():
+                    out.append(_rest_html(_decode(cleaned[line.start:])))
+                    break
                 out.append("<blockquote>")
             in_quote = line.quoted
         elif pending_break:
             out.append("<br>")
-        html, ends_with_block = _line_html(line, names)
+        try:
+            html, ends_with_block = _line_html(line, names, budget)
+        except _Cut as cut:
+            out.append(cut.html)
+            out.append(_rest_html(cut.rest + _decode(cleaned[cut.end:])))
+            break
         out.append(html)
         # After a block element (<pre>, </blockquote>) a <br> would add a blank line the sender did not type.
         pending_break = not ends_with_block
     if in_quote:
         out.append("</blockquote>")
     return Markup("".join(out))
+
+
+def shown(value: Any, limit: int | None = None, *, strip_bidi: bool = False, keep_end: int = 0) -> str:
+    """A piece of data shown as one line of text (a name, a channel name, a file name, a reaction, a title), as a
+    str for Jinja to escape: every control character (tab and newline too) and lone surrogate as U+FFFD, bidi
+    controls balanced (`strip_bidi`: removed, and the LRM/RLM/ALM marks with them), and past `limit` characters
+    cut with "…" (after it the last `keep_end` characters: a file name keeps its extension). Not a str: ""."""
+    if not isinstance(value, str) or not value:
+        return ""
+    text = _ALL_CONTROLS_RE.sub("\ufffd", value)
+    if strip_bidi:
+        text = _BIDI_ANY_RE.sub("", text)
+    if limit is not None and len(text) > limit:
+        keep_end = min(max(keep_end, 0), limit // 2)
+        text = text[:max(limit - 1 - keep_end, 0)] + "…" + (text[len(text) - keep_end:] if keep_end else "")
+    return text if strip_bidi else _balance_bidi(text)
+
+
+def shown_with_title(value: Any, limit: int = NAME_LIMIT, *, strip_bidi: bool = False,
+                     keep_end: int = 0) -> tuple[str, str]:
+    """(`shown(value, limit)`, the whole value for a title when that was cut, else "")."""
+    short = shown(value, limit, strip_bidi=strip_bidi, keep_end=keep_end)
+    if not isinstance(value, str) or len(value) <= limit:
+        return short, ""
+    return short, shown(value, TITLE_LIMIT, strip_bidi=strip_bidi)
 
 
 def text_html(text: str | None, *, emoji_codes: bool = False) -> Markup:
@@ -251,11 +334,16 @@ def _text(s: str) -> str:
     return str(escape(_balance_bidi(s)))
 
 
+def _rest_html(rest: str) -> str:
+    """The rest of a message past the element budget: plain text, each line balanced, newlines as <br>."""
+    return "<br>".join(_text(line) for line in rest.split("\n"))
+
+
 # --- structure: code fences, lines, quotes ----------------------------------------------------------------
 
-def _split_fences(text: str) -> list[tuple[str, str]]:
-    """The text as ("text", raw) and ("pre", raw) parts, fences paired left to right."""
-    parts: list[tuple[str, str]] = []
+def _split_fences(text: str) -> list[tuple[str, str, int]]:
+    """The text as ("text", raw, offset) and ("pre", raw, offset) parts, fences paired left to right."""
+    parts: list[tuple[str, str, int]] = []
     literal_from = 0  # start of the text not yet put in a part
     pos = 0
     while True:
@@ -269,11 +357,11 @@ def _split_fences(text: str) -> list[tuple[str, str]]:
             pos = start + 3  # "``````": empty, the first fence stays literal
             continue
         if start > literal_from:
-            parts.append(("text", text[literal_from:start]))
-        parts.append(("pre", text[start + 3:end]))
+            parts.append(("text", text[literal_from:start], literal_from))
+        parts.append(("pre", text[start + 3:end], start + 3))
         pos = literal_from = end + 3
     if literal_from < len(text):
-        parts.append(("text", text[literal_from:]))
+        parts.append(("text", text[literal_from:], literal_from))
     return parts
 
 
@@ -290,58 +378,81 @@ def _lines(text: str) -> list[_Line]:
     lines = [_Line(quoted=False)]
     quote_rest = False
     first_part = True
-    for kind, raw in _split_fences(text):
+    for kind, raw, offset in _split_fences(text):
         if kind == "pre":
-            lines[-1].items.append(("pre", raw))
+            lines[-1].items.append(("pre", raw, offset))
             first_part = False
             continue
         pieces = raw.split("\n")
-        for index, piece in enumerate(pieces):
+        for index, whole in enumerate(pieces):
             if index > 0:
-                lines.append(_Line(quoted=quote_rest))
+                lines.append(_Line(quoted=quote_rest, start=offset))
+            piece, at = whole, offset
             if (index > 0 or first_part) and not quote_rest:
-                piece, quoted, quote_rest = _quote_marker(piece)
+                piece, quoted, quote_rest = _quote_marker(whole)
+                at += len(whole) - len(piece)
                 lines[-1].quoted = quoted
                 # ">>>" alone on its line: the quote starts on the next line.
                 lines[-1].dropped = quote_rest and not piece and index < len(pieces) - 1
             if piece:
-                lines[-1].items.append(("text", piece))
+                lines[-1].items.append(("text", piece, at))
+            offset += len(whole) + 1
         first_part = False
     return lines
 
 
-def _line_html(line: _Line, names: _Names) -> tuple[str, bool]:
+def _line_html(line: _Line, names: _Names, budget: Budget) -> tuple[str, bool]:
     out = []
-    for kind, raw in line.items:
-        out.append(_pre_html(raw, names) if kind == "pre" else _inline_html(raw, names))
+    for kind, raw, offset in line.items:
+        try:
+            out.append(_pre_html(raw, names, budget) if kind == "pre" else _inline_html(raw, names, budget))
+        except _Cut as cut:
+            cut.html = "".join(out) + cut.html
+            cut.end = offset + len(raw)
+            raise
     return "".join(out), bool(line.items) and line.items[-1][0] == "pre"
 
 
-def _pre_html(raw: str, names: _Names) -> str:
+def _pre_html(raw: str, names: _Names, budget: Budget) -> str:
+    typed = raw
     if raw.startswith("\n"):
         raw = raw[1:]
     if raw.endswith("\n"):
         raw = raw[:-1]
-    work, atoms = _extract_refs(raw, names)
+    work, refs = _extract_refs(raw)
+    if not budget.take(1 + len(refs)):
+        raise _Cut("", "```" + _decode(typed))  # the whole block as typed, its fences too
     # The HTML parser drops one newline right after <pre>: keep a leading blank line by giving it one to drop.
     lead = "\n" if work.startswith("\n") else ""
-    return "<pre>" + lead + _plain_html(work, iter(atoms)) + "</pre>"
+    return "<pre>" + lead + _plain_html(work, (_ref_html(r, names) for r in refs)) + "</pre>"
 
 
 # --- inline: references, code spans, emoji, emphasis ----------------------------------------------------------
 
-def _extract_refs(raw: str, names: _Names) -> tuple[str, list[str]]:
-    """(decoded text with _ATOM in place of each reference, each reference's HTML in order)."""
+def _extract_refs(raw: str) -> tuple[str, list[str]]:
+    """(decoded text with _ATOM in place of each reference, each reference's inside as typed, in order)."""
     parts: list[str] = []
-    atoms: list[str] = []
+    refs: list[str] = []
     pos = 0
     for m in _REF_RE.finditer(raw):
         parts.append(_decode(raw[pos:m.start()]))
         parts.append(_ATOM)
-        atoms.append(_ref_html(m.group(1), names))
+        refs.append(m.group(1))
         pos = m.end()
     parts.append(_decode(raw[pos:]))
-    return "".join(parts), atoms
+    return "".join(parts), refs
+
+
+def _literal(work: str, refs: list[str]) -> str:
+    """Working text back to the text as typed (decoded): each _ATOM the reference it stands for."""
+    if _ATOM not in work:
+        return work
+    pieces = work.split(_ATOM)
+    out = [pieces[0]]
+    for inner, piece in zip(refs, pieces[1:], strict=False):
+        out.append("<" + _decode(inner) + ">")
+        out.append(piece)
+    return "".join(out)
 
 
 def _plain_html(work: str, atoms: Iterator[str]) -> str:
@@ -423,9 +534,8 @@ def _emphasis_pairs(work: str, skip: list[tuple[int, int]]) -> dict[int, str]:
     return tags
 
 
-def _inline_html(raw: str, names: _Names) -> str:
-    work, atom_list = _extract_refs(raw, names)
-    atoms = iter(atom_list)
+def _inline_html(raw: str, names: _Names, budget: Budget) -> str:
+    work, refs = _extract_refs(raw)
     code = _code_spans(work)
     emojis: list[tuple[int, int, str]] = []
     pos = 0
@@ -442,36 +552,62 @@ def _inline_html(raw: str, names: _Names) -> str:
 
     out: list[str] = []
     pending: list[str] = []  # literal text not yet balanced and escaped
+    closers: list[str] = []  # the end tags of the open emphasis, innermost last
+    used = 0  # references written so far
 
     def flush() -> None:
         if pending:
             out.append(_text("".join(pending)))
             pending.clear()
 
-    def add_literal(segment: str) -> None:
+    def cut(at: int) -> _Cut:
+        """The budget ran out at work[at]: what was written, closed, and the rest as typed."""
+        flush()
+        return _Cut("".join(out) + "".join(reversed(closers)), _literal(work[at:], refs[used:]))
+
+    def add_literal(segment: str, at: int) -> None:
+        nonlocal used
         if _ATOM not in segment:
             if segment:
                 pending.append(segment)
             return
         for index, piece in enumerate(segment.split(_ATOM)):
             if index:
+                if not budget.take():
+                    raise cut(at)
                 flush()
-                out.append(next(atoms))
+                out.append(_ref_html(refs[used], names))
+                used += 1
+                at += 1
             pending.append(piece)
+            at += len(piece)
 
     pos = 0
     for start, end, what in events:
-        add_literal(work[pos:start])
+        add_literal(work[pos:start], pos)
         if what == "code":
+            inner = work[start + 1:end - 1]
+            count = inner.count(_ATOM)
+            if not budget.take(1 + count):
+                raise cut(start)
             flush()
-            out.append("<code>" + _plain_html(work[start + 1:end - 1], atoms) + "</code>")
+            out.append("<code>" + _plain_html(inner, (_ref_html(r, names) for r in refs[used:used + count]))
+                       + "</code>")
+            used += count
         elif what == "tag":
+            tag = tags[start]
+            if tag.startswith("</"):
+                closers.pop()
+            elif budget.take():
+                closers.append("</" + tag[1:])
+            else:
+                raise cut(start)
             flush()
-            out.append(tags[start])
+            out.append(tag)
         else:
             pending.append(what)  # an emoji is plain text
         pos = end
-    add_literal(work[pos:])
+    add_literal(work[pos:], pos)
     flush()
     return "".join(out)
 
@@ -484,13 +620,14 @@ def _ref_html(inner: str, names: _Names) -> str:
     label = _decode(raw_label)
     sigil, rest = head[:1], head[1:]
     if sigil == "@" and _ID_RE.fullmatch(rest):
-        return f'<span class="mention">{_text("@" + (names.users.get(rest) or label or rest))}</span>'
+        shown, title = _mention_name("@", names.users.get(rest) or label or rest)
+        return f'<span class="mention"{title}>{shown}</span>'
     if sigil == "#" and _ID_RE.fullmatch(rest):
-        shown = _text("#" + (names.channels.get(rest) or label or rest))
+        shown, title = _mention_name("#", names.channels.get(rest) or label or rest)
         href = _channel_href(names, rest)
         if href is not None:
-            return f'<a class="mention" href="{escape(href)}">{shown}</a>'
-        return f'<span class="mention">{shown}</span>'
+            return f'<a class="mention" href="{escape(href)}"{title}>{shown}</a>'
+        return f'<span class="mention"{title}>{shown}</span>'
     if sigil == "!":
         special = _special_html(rest, label)
         if special is not None:
@@ -501,6 +638,12 @@ def _ref_html(inner: str, names: _Names) -> str:
             shown = label or (url[len("mailto:"):] if url[:7].lower() == "mailto:" else _decode(head))
             return f'<a href="{escape(url)}" {_LINK_ATTRS}>{_text(shown)}</a>'
     return _text("<" + _decode(inner) + ">")
+
+
+def _mention_name(sigil: str, name: str) -> tuple[str, str]:
+    """(the mention's text as HTML, ' title="..."' when the name was cut at NAME_LIMIT, else "")."""
+    short, full = shown_with_title(name)
+    return _text(sigil + short), (f' title="{escape(sigil + full)}"' if full else "")
 
 
 def _special_html(command: str, label: str) -> str | None:

@@ -34,6 +34,10 @@ Safety rules, by construction:
   controls balanced per text run, escaped. Ids become names only through the lookups in `Names`, and only ids
   matching [A-Z0-9]+ are looked up; an emoji's `unicode` is used only if every code point is an emoji-range
   character (no controls, no bidi controls, no ASCII but keycap bases).
+* Bounded markup: a message's texts share one render.Budget (MAX_ELEMENTS inline elements: the main text's, the
+  blocks', the attachments' and the extras' when views.py passes the same one); a rich_text style (b, i, s, u,
+  code) spends from it too, and once it is spent text is shown plain. Names (a bot's, an author's) are data
+  shown through render.shown by views.py.
 * Bounded and linear: at most 50 attachments, 100 blocks, 100 items per list (fields, elements, options), 8
   levels of nesting, and 5000 rendered nodes per call; past a cap the rest is counted ("N more not shown") or
   dropped. Each string is handled in linear time by render.py. Any shape (wrong types, missing fields) renders
@@ -89,9 +93,10 @@ class Names:
 class _Ctx:
     """One call's state: the names, the node budget, and whether anything visible was written."""
 
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, markup: render.Budget | None = None) -> None:
         self.names = names
         self.budget = MAX_NODES
+        self.markup = markup if markup is not None else render.Budget()  # inline elements (render.py's)
         self.visible = False
 
     def spend(self) -> bool:
@@ -112,7 +117,7 @@ class _Ctx:
         if not isinstance(text, str) or not text:
             return ""
         html = str(render.message_html(text, users=self.names.users, channels=self.names.channels,
-                                       channel_url=self.names.channel_url))
+                                       channel_url=self.names.channel_url, budget=self.markup))
         if html and text.strip():
             self.visible = True
         return html
@@ -170,16 +175,17 @@ class _Ctx:
 
 # --- public entry points ---------------------------------------------------------------------------------------
 
-def blocks_html(blocks: Any, names: Names) -> Markup:
-    """The blocks as safe HTML; empty Markup when they show nothing visible (the caller then shows `text`)."""
-    ctx = _Ctx(names)
+def blocks_html(blocks: Any, names: Names, budget: render.Budget | None = None) -> Markup:
+    """The blocks as safe HTML; empty Markup when they show nothing visible (the caller then shows `text`).
+    `budget`: the message's inline elements left (render.Budget), shared with its other texts."""
+    ctx = _Ctx(names, budget)
     html = _blocks(ctx, blocks, 0)
     return Markup(html) if ctx.visible else Markup("")
 
 
-def attachments_html(attachments: Any, names: Names) -> Markup:
+def attachments_html(attachments: Any, names: Names, budget: render.Budget | None = None) -> Markup:
     """The attachments as cards (safe HTML); empty Markup when there are none or they show nothing."""
-    ctx = _Ctx(names)
+    ctx = _Ctx(names, budget)
     items = attachments if isinstance(attachments, list) else []
     out = [_attachment(ctx, a, 0) for a in items[:MAX_ATTACHMENTS]]
     out.append(_more(len(items) - MAX_ATTACHMENTS, "attachments"))
@@ -187,11 +193,11 @@ def attachments_html(attachments: Any, names: Names) -> Markup:
     return Markup(html) if ctx.visible else Markup("")
 
 
-def extras_html(content: Any, names: Names) -> Markup:
+def extras_html(content: Any, names: Names, budget: render.Budget | None = None) -> Markup:
     """What some subtypes carry besides text: a file comment (`comment`), a huddle (`room`)."""
     if not isinstance(content, dict):
         return Markup("")
-    ctx = _Ctx(names)
+    ctx = _Ctx(names, budget)
     out = []
     comment = content.get("comment")
     if isinstance(comment, dict) and isinstance(comment.get("comment"), str) and comment["comment"].strip():
@@ -445,14 +451,15 @@ def _inline(ctx: _Ctx, element: Any, pre: bool) -> str:
         html = ctx.plain(element["text"])
     if not html or pre:
         return html
-    return _styled(html, element.get("style"))
+    return _styled(ctx, html, element.get("style"))
 
 
-def _styled(html: str, style: Any) -> str:
+def _styled(ctx: _Ctx, html: str, style: Any) -> str:
+    """html in the style's tags, each spending one of the message's inline elements (none left: plain)."""
     if not isinstance(style, dict):
         return html
     for key, tag in (("code", "code"), ("strike", "s"), ("italic", "i"), ("bold", "b"), ("underline", "u")):
-        if style.get(key) is True:
+        if style.get(key) is True and ctx.markup.take():
             html = f"<{tag}>{html}</{tag}>"
     return html
 

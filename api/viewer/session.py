@@ -6,6 +6,9 @@ HTTPS), so the pages have exactly the REST API's scopes (api/auth.py): a token f
 pages, and channels converted to private need the `private` scope. The reader's IANA time zone comes from the
 browser at sign-in (a static script fills a hidden field: no inline code) and is kept in `chronicle_tz`; a zone
 that does not resolve is UTC (api/activity/calendar.py `zone`).
+
+Signing in and out are POST forms protected against cross-site request forgery (api/csrf.py): the page's own
+origin, and the form's `csrf_token` (the sign-in form too, so no other page can sign a reader in with its token).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from urllib.parse import urlencode, urlsplit
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
 
+from api import csrf
 from api.activity import calendar
 from api.auth import Grant, grant_for_token
 from api.config import Settings
-from api.pages import secure
+from api.pages import PageError, secure
 from api.slack.codec import is_slack_id
 
 COOKIE = "chronicle_archive"
@@ -119,17 +123,20 @@ def home() -> tuple[str, int] | Response:
     return render_template("viewer/home.html", reader=reader, team=None), 200
 
 
-def _cross_site() -> bool:
-    """A form posted from another site (its Origin names another host): refused, so no other page can sign a
-    reader in with its own token, or out. The host only: a TLS-terminating proxy may change the scheme."""
-    origin = request.headers.get("Origin")
-    return bool(origin) and origin != "null" and urlsplit(origin).netloc != request.host
+def _csrf_refused(status: int, reason: str) -> tuple[str, int]:
+    """A sign-in or sign-out form that did not come from this page (api/csrf.py): the sign-in form again (with a
+    fresh token), or for a signed-in reader the refusal page; nobody is signed in or out."""
+    if request.path == SIGNIN_URL:
+        return _signin_page(f"Sign in from this page: {reason}.", status, safe_next(request.form.get("next")))
+    error = PageError(status, "Sign-out refused", f"Sign out with the button of Chronicle's own pages: {reason}.")
+    return render_template("viewer/error.html", error=error, reader=current_reader(), team=None), status
+
+
+csrf.protect(bp, session_cookie=COOKIE, cookie_path=COOKIE_PATH, body="form", always=True, refuse=_csrf_refused)
 
 
 @bp.post("/archive")
 def signin() -> Response | tuple[str, int]:
-    if _cross_site():
-        return _signin_page("Sign in from this page: the form was sent from another site.", 403)
     token = request.form.get("token", "").strip()
     next_url = safe_next(request.form.get("next"))
     grant = grant_for_token(_settings(), token) if token and len(token) <= _MAX_TOKEN_CHARS else None
@@ -150,8 +157,6 @@ def signin() -> Response | tuple[str, int]:
 
 @bp.post("/archive/signout")
 def signout() -> Response | tuple[str, int]:
-    if _cross_site():
-        return _signin_page("Sign out from Chronicle's own pages: the form was sent from another site.", 403)
     response = redirect(SIGNIN_URL, code=303)
     for name in (COOKIE, TZ_COOKIE):
         response.delete_cookie(name, path=COOKIE_PATH, httponly=True, samesite="Strict", secure=request.is_secure)

@@ -28,7 +28,7 @@ from api.activity.http import private_channels
 from api.config import Settings
 from api.db import get_db
 from api.pages import PageError, error_pages, secure
-from api.paging import sign_cursor, verify_cursor
+from api.paging import in_range, sign_cursor, verify_cursor
 from api.slack import activity_index, channels, files, messages, search, users
 from api.slack import http as slack_http
 from api.slack.codec import is_slack_id
@@ -42,6 +42,7 @@ _API_DIR = Path(__file__).resolve().parents[1]
 
 bp = Blueprint("archive_pages", __name__, url_prefix="/archive", template_folder=str(_API_DIR / "templates"),
                static_folder=str(_API_DIR / "static" / "viewer"), static_url_path="/static")
+bp.add_app_template_filter(render.shown, "shown")  # data shown by the templates: viewer/_names.html, render.py
 
 PAGE_SIZE = 50  # timeline messages per page (the REST API's default limit)
 THREAD_PAGE = 100
@@ -141,7 +142,7 @@ def _sign(position: dict[str, Any], scope: str) -> str:
 
 def _position(cursor: str, scope: str) -> int:
     position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
-    if not isinstance(position, int) or isinstance(position, bool):
+    if not in_range(position, messages.MIN_US, messages.MAX_US):  # a forged position never reaches the driver
         raise PageError(400, "Bad request", _BAD_CURSOR)
     return position
 
@@ -568,7 +569,12 @@ def user_page(team_id: str, user_id: str) -> tuple[str, int]:
 
 
 def _local(ts: str | None, reader: Reader) -> datetime | None:
-    return datetime.fromtimestamp(ts_to_us(ts) / 1_000_000, reader.zone) if ts and is_ts(ts) else None
+    if not ts or not is_ts(ts):
+        return None
+    try:  # a Slack ts may name a second past Python's calendar (year 9999): shown as unknown, not a 500
+        return datetime.fromtimestamp(ts_to_us(ts) / 1_000_000, reader.zone)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _hidden_channel(reader: Reader, team_id: str, channel_id: str) -> bool:

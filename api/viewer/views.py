@@ -5,6 +5,11 @@ Every read goes through the tables' owners (users, channels, messages), bounded 
 profiles of the ids on the page (read concurrently), the channel index (one partition per workspace), the
 reply authors of the page's thread heads (one small partition each, read concurrently).
 
+Every piece of data a view shows (author, channel and file names, reactions, who reacted, a subtype's note) goes
+through render.shown: controls replaced, bidi balanced (a file name's bidi controls removed), names and reactions
+cut at render.NAME_LIMIT characters with the whole value in a `*_title` for the template's title attribute. The
+message's texts (its text or blocks, attachments, extras) share one render.Budget of inline elements.
+
 Other pages reuse this: build `MessageView`s with `message_views(...)` and render each with the
 `message` macro of `viewer/_message.html` (`{% from "viewer/_message.html" import message %}`).
 """
@@ -55,28 +60,37 @@ def _q(include_deleted: bool) -> str:
     return "?include_deleted=1" if include_deleted else ""
 
 
+def _seg(value: Any) -> str:
+    """One path segment built from data: percent-encoded whole (a `/`, `..`, `?` or `#` in an id cannot leave
+    its segment; ids are checked at ingest too, api/slack/payloads.py)."""
+    return quote(str(value), safe="")
+
+
 def team_url(team_id: str) -> str:
-    return f"/archive/teams/{team_id}"
+    return f"/archive/teams/{_seg(team_id)}"
 
 
 def channel_url(team_id: str, channel_id: str, include_deleted: bool = False) -> str:
-    return f"/archive/teams/{team_id}/channels/{channel_id}{_q(include_deleted)}"
+    return f"/archive/teams/{_seg(team_id)}/channels/{_seg(channel_id)}{_q(include_deleted)}"
 
 
 def user_url(team_id: str, user_id: str) -> str:
-    return f"/archive/teams/{team_id}/users/{user_id}"
+    return f"/archive/teams/{_seg(team_id)}/users/{_seg(user_id)}"
 
 
 def thread_url(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool = False) -> str:
-    return f"/archive/teams/{team_id}/channels/{channel_id}/threads/{thread_ts}{_q(include_deleted)}"
+    return (f"/archive/teams/{_seg(team_id)}/channels/{_seg(channel_id)}/threads/{_seg(thread_ts)}"
+            f"{_q(include_deleted)}")
 
 
 def history_url(team_id: str, channel_id: str, ts: str, include_deleted: bool = False) -> str:
-    return f"/archive/teams/{team_id}/channels/{channel_id}/messages/{ts}/history{_q(include_deleted)}"
+    return (f"/archive/teams/{_seg(team_id)}/channels/{_seg(channel_id)}/messages/{_seg(ts)}/history"
+            f"{_q(include_deleted)}")
 
 
 def file_url(team_id: str, channel_id: str, ts: str, file_id: str, include_deleted: bool = False) -> str:
-    return f"/archive/teams/{team_id}/files/{channel_id}/{ts}/{quote(file_id, safe='')}{_q(include_deleted)}"
+    return (f"/archive/teams/{_seg(team_id)}/files/{_seg(channel_id)}/{_seg(ts)}/{_seg(file_id)}"
+            f"{_q(include_deleted)}")
 
 
 def safe_link(url: Any) -> str | None:
@@ -124,12 +138,16 @@ def channel_names(db: Database, team_id: str, *, include_private: bool) -> dict[
 
 # -- view-models -----------------------------------------------------------------------------------------------
 
+FILE_NAME_LIMIT = 120  # characters of a file name shown (its last FILE_NAME_END kept: the extension)
+FILE_NAME_END = 16
+
+
 @dataclasses.dataclass(frozen=True)
 class ReactionView:
-    emoji: str  # the Unicode emoji, or :name: for a custom one
-    name: str
+    emoji: str  # the Unicode emoji, or :name: for a custom one (cut at render.NAME_LIMIT)
+    name: str  # the reaction's name, controls replaced (data-emoji)
     count: int
-    title: str  # who reacted
+    title: str  # who reacted, with the whole name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +158,7 @@ class FileView:
     url: str | None  # Chronicle's route to the stored bytes
     external_url: str | None  # an external file's link (http(s) only)
     state: str  # stored | external | failed | pending | deleted (Slack's tombstone) | hidden (plan limit)
+    title: str = ""  # the whole name (bidi controls removed) when `name` was cut
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +187,8 @@ class MessageView:
     attachments: Markup = Markup("")  # attachment cards and link unfurls (api/viewer/rich.py)
     extras: Markup = Markup("")  # a file comment, a huddle (rich.extras_html)
     note: str | None = None  # what an event without any content was ("updated the channel canvas")
+    author_title: str = ""  # the whole author name when author_name was cut (render.NAME_LIMIT)
+    channel_title: str = ""  # the whole channel name when channel_name was cut
 
     @property
     def initial(self) -> str:
@@ -235,7 +256,9 @@ def _files(team_id: str, channel_id: str, msg: Message) -> tuple[FileView, ...]:
         if not isinstance(f, dict) or not isinstance(f.get("id"), str):
             continue
         file_id = f["id"]
-        name = next((f[k] for k in ("title", "name") if isinstance(f.get(k), str) and f[k]), file_id)
+        raw_name = next((f[k] for k in ("title", "name") if isinstance(f.get(k), str) and f[k]), file_id)
+        # Bidi controls removed, not balanced: inside one name an override still reverses "gnp.exe" to "exe.png".
+        name, title = render.shown_with_title(raw_name, FILE_NAME_LIMIT, strip_bidi=True, keep_end=FILE_NAME_END)
         external = safe_link(f.get("external_url")) if f.get("is_external") else None
         if external is not None and not external.lower().startswith("http"):
             external = None  # an external file links out to a page: http(s) only
@@ -253,12 +276,19 @@ def _files(team_id: str, channel_id: str, msg: Message) -> tuple[FileView, ...]:
             state, url = "external", None
         else:
             state, url = ("failed" if file_id in failed else "pending"), None
-        out.append(FileView(file_id, name, _size_label(f.get("size")), url, external, state))
+        out.append(FileView(file_id, name, _size_label(f.get("size")), url, external, state, title))
     return tuple(out)
 
 
 def _emoji(name: str) -> str:
-    return render.emoji(name) or f":{name}:"
+    return render.emoji(name) or render.shown(f":{name}:", render.NAME_LIMIT)
+
+
+def _reaction(name: str, who: Sequence[str], known: Mapping[str, str]) -> ReactionView:
+    """A reaction chip: the emoji (a custom one's :name: cut), who reacted (each name cut) in its title."""
+    people = ", ".join(render.shown(known.get(u, u), render.NAME_LIMIT) for u in who)
+    title = render.shown(f"{people} reacted with :{name}:", render.TITLE_LIMIT)
+    return ReactionView(_emoji(name), render.shown(name), len(who), title)
 
 
 def page_user_ids(msgs: Iterable[Message]) -> set[str]:
@@ -293,16 +323,19 @@ _SUBTYPE_NOTES = {
 
 def _body(m: Message, content: dict[str, Any], names: rich.Names) -> tuple[Markup, Markup, Markup, str | None]:
     """(main html, attachment cards, extras, note): the blocks as Slack's clients show them, else the text
-    (the notification fallback); a note naming the event when none of it shows anything."""
-    html = rich.blocks_html(content.get("blocks"), names) if content.get("blocks") else Markup("")
+    (the notification fallback); a note naming the event when none of it shows anything. One budget of inline
+    elements (render.MAX_ELEMENTS) for all of it: past it, the rest of each text is plain."""
+    budget = render.Budget()
+    html = rich.blocks_html(content.get("blocks"), names, budget) if content.get("blocks") else Markup("")
     if not html:
         html = render.message_html(m.text or "", users=names.users, channels=names.channels,
-                                   channel_url=names.channel_url)
-    cards = rich.attachments_html(content.get("attachments"), names)
-    extras = rich.extras_html(content, names)
+                                   channel_url=names.channel_url, budget=budget)
+    cards = rich.attachments_html(content.get("attachments"), names, budget)
+    extras = rich.extras_html(content, names, budget)
     note = None
     if not html and not cards and not extras and not m.files:
-        note = _SUBTYPE_NOTES.get(m.subtype or "") or (f"({m.subtype.replace('_', ' ')})" if m.subtype else None)
+        note = _SUBTYPE_NOTES.get(m.subtype or "") or (
+            render.shown(f"({m.subtype.replace('_', ' ')})", render.NAME_LIMIT) if m.subtype else None)
     return html, cards, extras, note
 
 
@@ -335,10 +368,10 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
         else:
             author_name = bot or m.bot_id or "unknown"
         html, cards, extras, note = _body(m, content, rich.Names(known, channel_names_map, channel_link, zone))
-        reactions = tuple(
-            ReactionView(_emoji(name), name, len(who),
-                         f"{', '.join(known.get(u, u) for u in who)} reacted with :{name}:")
-            for name, who in m.reactions)
+        reactions = tuple(_reaction(name, who, known) for name, who in m.reactions)
+        author_name, author_title = render.shown_with_title(author_name)
+        channel_name, channel_title = (render.shown_with_title(channel_names_map.get(m.channel_id, m.channel_id))
+                                       if show_channel else (None, ""))
         is_reply = m.thread_ts is not None and m.thread_ts != m.ts
         out.append(MessageView(
             team_id=team_id, channel_id=channel_id, ts=ts, ts_us=m.ts, author_id=m.user or m.bot_id,
@@ -354,8 +387,8 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
                           .strftime("%d %b %Y %H:%M")) if m.edited_ts is not None else "",
             deleted=m.deleted, reactions=reactions, files=_files(team_id, channel_id, m),
             include_deleted=include_deleted,
-            channel_name=channel_names_map.get(m.channel_id, m.channel_id) if show_channel else None,
-            attachments=cards, extras=extras, note=note,
+            channel_name=channel_name, channel_title=channel_title,
+            attachments=cards, extras=extras, note=note, author_title=author_title,
         ))
     return out
 

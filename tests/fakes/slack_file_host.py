@@ -45,6 +45,11 @@ class FakeSlackFileHost:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}"
 
+    @property
+    def file_host(self) -> str:
+        """This host for the file worker's allow-list (SlackSettings.file_hosts, CHRONICLE_SLACK_FILE_HOSTS)."""
+        return f"127.0.0.1:{self._port}"
+
     def __enter__(self) -> FakeSlackFileHost:
         self.thread.start()
         started = asyncio.run_coroutine_threadsafe(

@@ -96,6 +96,7 @@ def test_two_workers_drain_files_once_on_the_cluster(cluster_app, tmp_path):
                                          s3_bucket="", max_attempts=4, backoff_seconds=0.1, backoff_max_seconds=0.5,
                                          download_timeout=5.0, concurrency=4)
     with FakeSlackFileHost(token=TOKEN) as host:
+        slack_settings = dataclasses.replace(slack_settings, file_hosts=(host.file_host,))
         files = []
         for i in range(60):
             team, channel, ts, fid = f"TCL{i % 3}", f"CCLUSTER{i % 4}", f"1700006000.{i:06d}", f"FCL{i:03d}"

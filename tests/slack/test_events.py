@@ -183,7 +183,14 @@ def test_hostile_values_are_400_not_500(client, unique_channel):
         assert r.status_code == 400 and field in r.json["message"], field
     r = post_event(client, "T1", msg(c, "1700000002.000100", "bad thread", thread_ts="soon"))
     assert r.status_code == 400
-    assert [m["text"] for m in timeline(client, "T1", c)] == ["files"]
+    # 9999-12-30T00:00:00Z and later: a page in a zone ahead of UTC could not show its date.
+    for ts, thread in (("253402128000.000000", None), ("1700000003.000100", "253402300800.000000")):
+        r = post_event(client, "T1", msg(c, ts, "far future", **({"thread_ts": thread} if thread else {})),
+                       event_time=1_700_000_000)
+        assert r.status_code == 400 and "after 9999-12-29" in r.json["message"], ts
+    assert post_event(client, "T1", msg(c, "253402127999.999999", "last second"),
+                      event_time=1_700_000_000).status_code == 200
+    assert [m["text"] for m in timeline(client, "T1", c)] == ["last second", "files"]
 
 
 def test_hidden_bookkeeping_subtypes_are_not_messages(client, unique_channel):

@@ -27,11 +27,11 @@ def host():
 
 
 @pytest.fixture
-def slack_settings(tmp_path: Path) -> SlackSettings:
+def slack_settings(tmp_path: Path, host: FakeSlackFileHost) -> SlackSettings:
     base = SlackSettings.from_env()
     return dataclasses.replace(base, bot_tokens={}, bot_token=TOKEN, files_root=str(tmp_path / "files"),
                                s3_bucket="", max_attempts=3, backoff_seconds=0.05, backoff_max_seconds=0.2,
-                               download_timeout=0.5, concurrency=4)
+                               download_timeout=0.5, concurrency=4, file_hosts=(host.file_host,))
 
 
 def share(client, team: str, channel: str, ts: str, files: list[dict]) -> None:
@@ -85,7 +85,10 @@ def test_file_is_stored_and_recorded(client, db, host, slack_settings, unique_ch
     m = message(client, "TF1", c, ts)
     path = Path(slack_settings.files_root) / "slack" / "TF1" / c / ts / "FOK1"
     assert path.read_bytes() == content_for("FOK1")
-    assert m["files_stored"] == {"FOK1": path.resolve().as_uri()}
+    # Over REST a stored file is a download link, never the object store's URI (file:///...).
+    assert m["files_stored"] == {"FOK1": f"/slack/teams/TF1/channels/{c}/messages/{ts}/files/FOK1"}
+    stored = messages.find(db, "TF1", [c], ts_to_us(ts), include_deleted=False).files_stored
+    assert stored == {"FOK1": path.resolve().as_uri()}
     # The external file stays a link: no download attempted, nothing stored.
     assert {f["id"] for f in m["files"]} == {"FOK1", "FEXT"}
     assert next(f for f in m["files"] if f["id"] == "FEXT")["external_url"] == "https://docs.example.invalid/x"
@@ -202,7 +205,10 @@ def test_s3_storage_against_moto_server(client, db, host, slack_settings, unique
         obj = s3.get_object(Bucket="chronicle-archive", Key=key)
         assert obj["Body"].read() == content_for("FS3")
         assert obj["ContentType"] == "image/png"
-        assert message(client, "TF3", c, ts)["files_stored"] == {"FS3": f"s3://chronicle-archive/{key}"}
+        assert message(client, "TF3", c, ts)["files_stored"] == {
+            "FS3": f"/slack/teams/TF3/channels/{c}/messages/{ts}/files/FS3"}
+        stored = messages.find(db, "TF3", [c], ts_to_us(ts), include_deleted=False).files_stored
+        assert stored == {"FS3": f"s3://chronicle-archive/{key}"}
     finally:
         server.stop()
 
@@ -233,7 +239,8 @@ def test_worker_cli_once_fetches_and_reports(client, settings, host, tmp_path, u
     share(client, "TF4", c, ts, [{"id": "FCLI", "url_private": f"{host.base_url}/files/FCLI"}])
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "CHRONICLE_SLACK_BOT_TOKEN": TOKEN, "CHRONICLE_FILES_ROOT": str(tmp_path),
-           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_FILES_TIMEOUT": "1"}
+           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_FILES_TIMEOUT": "1",
+           "CHRONICLE_SLACK_FILE_HOSTS": host.file_host}
     out = subprocess.run([sys.executable, str(root / "runtime_scripts/slack_file_worker.py"), "--once",
                           "--keyspace", settings.keyspace], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
@@ -258,3 +265,122 @@ def test_an_edit_that_resends_the_files_fetches_nothing_again(client, db, host, 
     assert (host.hits["/files/FKEEP"], host.hits["/missing/FGONE"]) == (1, 1)
     m = message(client, "TF5", c, ts)
     assert m["text"] == "caption 1" and list(m["files_stored"]) == ["FKEEP"] and "FGONE" in m["files_fetch_error"]
+
+
+# -- the bot token goes only to Slack's file hosts; stored files are links over REST ------------------------------
+
+class RecordingHost:
+    """A second loopback HTTP server: records every request (path, Authorization header) it receives; answers
+    `/redirect?to=URL` with a 302 to URL and anything else with 200 bytes."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                from urllib.parse import parse_qs, urlsplit
+
+                received.append((self.path, self.headers.get("Authorization")))
+                target = parse_qs(urlsplit(self.path).query).get("to")
+                if target:
+                    self.send_response(302)
+                    self.send_header("Location", target[0])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = b"exfiltrated"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def file_host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> RecordingHost:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_file_on_another_host_fails_for_good_and_gets_no_token(client, db, host, slack_settings, unique_channel):
+    """A crafted event (or export) naming a url_private outside Slack's file hosts: the worker never connects there,
+    so the bot token cannot leak; the file is failed at once with the reason."""
+    c, ts = unique_channel(), "1700006000.000100"
+    with RecordingHost() as foreign:
+        share(client, "TF6", c, ts, [
+            {"id": "FEVIL", "url_private": f"{foreign.base_url}/files-pri/T-F/steal"},
+            {"id": "FEVIL2", "url_private": "https://files.slack.com.evil.example/files-pri/x"},
+            {"id": "FOK6", "url_private": f"{host.base_url}/files/FOK6"}])
+        drain(FileWorker(db, slack_settings), finished(db, "TF6", c, ts, "FEVIL", "FEVIL2", "FOK6"))
+        assert foreign.received == []  # not one request: no Authorization header ever reached it
+    m = message(client, "TF6", c, ts)
+    assert list(m["files_stored"]) == ["FOK6"] and m["files_fetch_failed"] is True
+    for fid, shown in (("FEVIL", foreign.file_host), ("FEVIL2", "files.slack.com.evil.example")):
+        error = m["files_fetch_error"][fid]
+        assert "after 1 attempt(s)" in error and "Slack's file hosts" in error and shown in error, error
+
+
+def test_a_redirect_to_another_host_is_not_followed(client, db, slack_settings, unique_channel):
+    """An allowed host that redirects elsewhere: the worker stops at the redirect, the other host gets nothing."""
+    c, ts = unique_channel(), "1700006000.000200"
+    with RecordingHost() as allowed, RecordingHost() as foreign:
+        settings = dataclasses.replace(slack_settings, file_hosts=(allowed.file_host,))
+        share(client, "TF6", c, ts, [{"id": "FREDIR",
+                                      "url_private": f"{allowed.base_url}/redirect?to={foreign.base_url}/steal"}])
+        drain(FileWorker(db, settings), finished(db, "TF6", c, ts, "FREDIR"))
+        assert foreign.received == []
+        assert allowed.received == [("/redirect?to=" + f"{foreign.base_url}/steal", f"Bearer {TOKEN}")]
+    error = message(client, "TF6", c, ts)["files_fetch_error"]["FREDIR"]
+    assert "Slack's file hosts" in error and foreign.file_host in error
+
+
+def test_default_file_hosts_are_slacks():
+    from api.slack.settings import DEFAULT_FILE_HOSTS, file_host_refusal
+
+    for url in ("https://files.slack.com/files-pri/T1-F1/a.png", "https://files-origin.slack.com/files-pri/x",
+                "https://a.slack-edge.com/x.png", "https://files.slack-gov.com/files-pri/x"):
+        assert file_host_refusal(url, DEFAULT_FILE_HOSTS) is None, url
+    for url in ("https://evil.example/files-pri/x", "https://files.slack.com.evil.example/x",
+                "https://files.slack.com@evil.example/x", "http://files.slack.com/x", "ftp://files.slack.com/x",
+                "https://slack.com/x", "https://x.y.slack-edge.com/x", "http://127.0.0.1:1/x", "not a url"):
+        assert file_host_refusal(url, DEFAULT_FILE_HOSTS) is not None, url
+    assert file_host_refusal("http://127.0.0.1:5000/x", ("127.0.0.1:5000",)) is None
+    assert file_host_refusal("http://127.0.0.1:5001/x", ("127.0.0.1:5000",)) is not None
+
+
+def test_stored_files_are_downloaded_over_rest_with_the_read_token(client, db, host, slack_settings, unique_channel,
+                                                                   monkeypatch):
+    monkeypatch.setenv("CHRONICLE_FILES_ROOT", slack_settings.files_root)  # the route's object store
+    c, ts = unique_channel(), "1700006000.000300"
+    share(client, "TF7", c, ts, [{"id": "FDL", "name": "a.html", "mimetype": "text/html",
+                                  "url_private": f"{host.base_url}/files/FDL"}])
+    drain(FileWorker(db, slack_settings), finished(db, "TF7", c, ts, "FDL"))
+    for path in (f"/slack/teams/TF7/channels/{c}/messages/{ts}", f"/slack/teams/TF7/channels/{c}/messages"):
+        r = client.get(path, headers=ALL)
+        assert r.status_code == 200 and "file://" not in r.get_data(as_text=True), path
+    link = message(client, "TF7", c, ts)["files_stored"]["FDL"]
+    r = client.get(link, headers=ALL)
+    assert r.status_code == 200 and r.data == content_for("FDL")
+    assert r.mimetype == "application/octet-stream" and r.headers["Content-Disposition"].startswith("attachment")
+    assert "sandbox" in r.headers["Content-Security-Policy"] and r.headers["X-Content-Type-Options"] == "nosniff"
+    assert client.get(link).status_code == 401
+    assert client.get(link, headers={"Authorization": "Bearer token-t1"}).status_code == 403
+    assert client.get(link.replace("FDL", "FNONE"), headers=ALL).status_code == 404

@@ -26,6 +26,7 @@ LIVE_TEAM, IMPORT_TEAM = "T0PROPLIVE", "T0PROPZIP"
 _seq = itertools.count(1)
 
 ids = st.from_regex(r"\A[UBW][A-Z0-9]{8}\Z")
+user_ids = st.from_regex(r"\A[UW][A-Z0-9]{8}\Z")  # a message's user and inviter: Slack user ids only (payloads.py)
 words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=0, max_size=40)
 urls = st.builds(lambda host, path: f"https://{host}.example/{path}", st.from_regex(r"\A[a-z]{3,10}\Z"),
                  st.from_regex(r"\A[a-z0-9/]{0,20}\Z"))
@@ -72,14 +73,14 @@ content = st.fixed_dictionaries({}, optional={
     "metadata": st.fixed_dictionaries({"event_type": st.from_regex(r"\A[a-z_]{1,20}\Z"),
                                        "event_payload": st.dictionaries(words, words, max_size=3)}),
     "team": ids, "user_team": ids, "source_team": ids, "client_msg_id": st.uuids().map(str),
-    "app_id": ids, "inviter": ids, "upload": st.booleans(), "display_as_bot": st.booleans(),
+    "app_id": ids, "inviter": user_ids, "upload": st.booleans(), "display_as_bot": st.booleans(),
     "x_unknown_field": json_value,
 })
 
 
 @st.composite
 def messages(draw: st.DrawFn) -> dict[str, Any]:
-    m: dict[str, Any] = {"type": "message", "user": draw(ids), "text": draw(mrkdwn)}
+    m: dict[str, Any] = {"type": "message", "user": draw(user_ids), "text": draw(mrkdwn)}
     m.update(draw(content))
     if "files" not in m and draw(st.booleans()):
         m["subtype"], m["file"] = "file_share", draw(file_object)

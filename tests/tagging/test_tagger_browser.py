@@ -17,6 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from api.tagging import service, worker
 from tests.browser import ARTIFACTS
+from tests.helpers import form_post
 from tests.slack.helpers import created, delete, msg, post_event
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
@@ -402,9 +403,9 @@ def test_pages_send_security_headers_and_static_files(client, tagging_project):
         r = client.get(path)
         assert r.status_code == 200, path
         assert r.headers["Content-Security-Policy"] == CSP
-        assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "no-referrer"
+        assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["Referrer-Policy"] == "same-origin"
     assert client.get("/tagging/static/tag.js").mimetype in ("text/javascript", "application/javascript")
-    r = client.post("/tagging/signin", data={"token": tagging_project["tokens"]["quinn"]})
+    r = form_post(client, "/tagging/signin", {"token": tagging_project["tokens"]["quinn"]}, page="/tagging")
     assert r.status_code == 303 and r.headers["Location"].endswith(f"/projects/{tagging_project['project']}/qa")
     assert "HttpOnly" in r.headers["Set-Cookie"] and "SameSite=Strict" in r.headers["Set-Cookie"]
     assert "Secure" not in r.headers["Set-Cookie"]  # plain HTTP here
@@ -412,5 +413,6 @@ def test_pages_send_security_headers_and_static_files(client, tagging_project):
     assert r.status_code == 403  # a QA reviewer does not tag
     r = client.get("/tagging/projects/someone-elses/dashboard")
     assert r.status_code == 403
-    r = client.get("/tagging/signout")
+    assert client.get("/tagging/signout").status_code == 405  # POST only, with the page's CSRF token
+    r = form_post(client, "/tagging/signout", page=f"/tagging/projects/{tagging_project['project']}/qa")
     assert r.status_code == 303 and "chronicle_tagging=;" in r.headers["Set-Cookie"]

@@ -99,7 +99,8 @@ def filled(app, db, viewer_archive: Archive) -> Archive:
                 post(a.team, event)
         slack = dataclasses.replace(SlackSettings.from_env(), bot_tokens={}, bot_token=BOT_TOKEN,
                                     files_root=str(a.files_root), s3_bucket="", max_attempts=2,
-                                    backoff_seconds=0.05, backoff_max_seconds=0.1, download_timeout=2.0)
+                                    backoff_seconds=0.05, backoff_max_seconds=0.1, download_timeout=2.0,
+                                    file_hosts=(host.file_host,))
         worker = FileWorker(db, slack)
         wanted = [(a.team, m.channel, ts_to_us(m.ts), f["id"]) for m in a.messages for f in m.files
                   if not f.get("is_external")]

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.helpers import form_post
 from tests.viewer.html_tree import Element, parse
 from tests.viewer.insights_data import (
     DAY_REPORTS,
@@ -43,7 +44,7 @@ def reports(app, db) -> ReportData:
 
 def signed_in(app, token: str):
     client = app.test_client()
-    r = client.post("/archive", data={"token": token, "tz": "UTC"})
+    r = form_post(client, "/archive", {"token": token, "tz": "UTC"})
     assert r.status_code == 303, r.data
     return client
 

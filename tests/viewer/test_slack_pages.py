@@ -13,7 +13,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from api.slack.timeutil import ts_to_us
+from api.viewer import render
 from tests.fakes.slack_file_host import content_for
+from tests.helpers import SAME_ORIGIN, csrf_token_of, form_post
 from tests.viewer.html_tree import Element, parse
 from tests.viewer.viewer_data import BIG_TEXT, READER_ZONE, Archive
 
@@ -23,7 +25,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 
 def signed_in(app, token: str, zone: str = READER_ZONE):
     client = app.test_client()
-    r = client.post("/archive", data={"token": token, "tz": zone})
+    r = form_post(client, "/archive", {"token": token, "tz": zone})
     assert r.status_code == 303, r.data
     return client
 
@@ -59,11 +61,11 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_sign_out_removes_it(app, fill
     script = form.find("script")  # fills the zone; no inline code
     assert script is not None and script.get("src").startswith("/archive/static/archive.js?v=") and not script.text()
 
-    r = client.post("/archive", data={"token": "not-a-token", "tz": READER_ZONE})
+    r = form_post(client, "/archive", {"token": "not-a-token", "tz": READER_ZONE})
     assert r.status_code == 401 and "Unknown token" in parse(r.data).by_id("signin-error").text()
     assert "Set-Cookie" not in r.headers
 
-    r = client.post("/archive", data={"token": filled.token_private, "tz": READER_ZONE})
+    r = form_post(client, "/archive", {"token": filled.token_private, "tz": READER_ZONE})
     assert r.status_code == 303 and r.headers["Location"] == f"/archive/teams/{filled.team}"  # its one workspace
     cookies = {c.split("=", 1)[0]: c for c in r.headers.getlist("Set-Cookie")}
     session = cookies["chronicle_archive"]
@@ -74,22 +76,25 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_sign_out_removes_it(app, fill
     assert cookies["chronicle_tz"].startswith(f"chronicle_tz={READER_ZONE};")
     assert page(client, f"/archive/teams/{filled.team}").by_id("who-scope").text().endswith(READER_ZONE)
 
-    r = client.post("/archive/signout")
+    r = form_post(client, "/archive/signout", page="/archive")
     assert r.status_code == 303 and r.headers["Location"] == "/archive"
     assert all("Expires=Thu, 01 Jan 1970" in c for c in r.headers.getlist("Set-Cookie"))
     r = client.get(f"/archive/teams/{filled.team}/channels/{filled.general}")
     assert r.status_code == 303
     assert r.headers["Location"] == f"/archive?next=%2Farchive%2Fteams%2F{filled.team}%2Fchannels%2F{filled.general}"
 
-    secure = app.test_client().post("/archive", data={"token": filled.token_public}, base_url="https://localhost")
-    assert all("Secure" in c for c in secure.headers.getlist("Set-Cookie"))
-    # a form posted by another site signs nobody in (or out)
-    r = app.test_client().post("/archive", data={"token": filled.token_public},
-                               headers={"Origin": "https://evil.example"})
-    assert r.status_code == 403 and "Set-Cookie" not in r.headers
-    assert app.test_client().post("/archive/signout", headers={"Origin": "https://evil.example"}).status_code == 403
-    r = app.test_client().post("/archive", data={"token": filled.token_public}, headers={"Origin": "http://localhost"})
-    assert r.status_code == 303
+    secure_client = app.test_client()
+    token = csrf_token_of(secure_client, "/archive")
+    secure = secure_client.post("/archive", data={"token": filled.token_public, "csrf_token": token},
+                                base_url="https://localhost", headers={"Origin": "https://localhost"})
+    assert secure.status_code == 303 and all("Secure" in c for c in secure.headers.getlist("Set-Cookie"))
+    # a form posted by another site signs nobody in (or out): tests/test_csrf.py has every rule
+    r = form_post(app.test_client(), "/archive", {"token": filled.token_public},
+                  headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403 and "chronicle_archive" not in str(r.headers.getlist("Set-Cookie"))
+    r = app.test_client().post("/archive/signout", headers={**SAME_ORIGIN, "Origin": "https://evil.example"})
+    assert r.status_code == 403
+    assert form_post(app.test_client(), "/archive", {"token": filled.token_public}).status_code == 303
 
 
 def test_sign_in_goes_back_only_to_archive_pages_and_unknown_zones_are_utc(app, filled):
@@ -97,12 +102,12 @@ def test_sign_in_goes_back_only_to_archive_pages_and_unknown_zones_are_utc(app, 
     target = f"/archive/teams/{filled.team}/channels/{filled.general}?include_deleted=1"
     form = page(client, "/archive?next=" + target.replace("?", "%3F").replace("=", "%3D"))
     assert form.find("input", name="next").get("value") == target
-    r = client.post("/archive", data={"token": filled.token_private, "tz": "Mars/Olympus_Mons", "next": target})
+    r = form_post(client, "/archive", {"token": filled.token_private, "tz": "Mars/Olympus_Mons", "next": target})
     assert r.headers["Location"] == target
     assert any(c.startswith("chronicle_tz=UTC;") for c in r.headers.getlist("Set-Cookie"))
     for hostile in ("//evil.example/archive/x", "https://evil.example/archive/", "/archive\\..\\x", "/tagging",
                     "/archive/../slack/teams"):
-        r = app.test_client().post("/archive", data={"token": filled.token_private, "next": hostile})
+        r = form_post(app.test_client(), "/archive", {"token": filled.token_private, "next": hostile})
         assert r.headers["Location"] in (f"/archive/teams/{filled.team}", "/archive/../slack/teams"), hostile
         assert not r.headers["Location"].startswith(("//", "http"))
     # a token for every workspace lands on the workspace picker, which opens a workspace by id
@@ -183,7 +188,7 @@ def test_every_response_sends_the_security_headers(app, filled, reader):
         assert r.headers["Content-Security-Policy"] == CSP, name
         assert r.headers["X-Content-Type-Options"] == "nosniff", name
         assert r.headers["Cache-Control"] == "no-store", name
-        assert r.headers["Referrer-Policy"] == "no-referrer", name
+        assert r.headers["Referrer-Policy"] == "same-origin", name
     for asset in ("/archive/static/archive.js", "/archive/static/viewer.css", "/common/static/chronicle.css"):
         r = app.test_client().get(asset)
         assert r.status_code == 200 and r.headers["Content-Security-Policy"] == CSP, asset
@@ -395,7 +400,9 @@ def test_hostile_messages_are_text(filled, reader):
     assert by_key["rtl"].text().startswith("\u202eTHIS SHOULD STAY")
     # the author's hostile display name and the hostile reaction name are text too
     author = tree.find("li", class_="message").find(class_="author")
-    assert author.text() == filled.users[2]["profile"]["display_name"]
+    # render.shown: the name's right-to-left override closed at its end (docs/viewer.md, "Rendering limits")
+    assert author.text() == render.shown(filled.users[2]["profile"]["display_name"])
+    assert author.text().endswith("\u202eevil\u202c")
     assert author.find("img") is None
 
 
@@ -412,7 +419,7 @@ def test_workspace_page_lists_channels_and_people(filled, reader):
     assert entries[filled.deleted_channel].find("a").text() == "#gone"
     assert "is-deleted" not in entries[filled.general].classes and "is-archived" not in entries[filled.general].classes
     people = {li.get("data-user"): li.find("a").text() for li in tree.find_all("li", class_="user-entry")}
-    assert people == {"UANN": "Ann", "UBOB": "Bob", "UEVIL": filled.users[2]["profile"]["display_name"]}
+    assert people == {"UANN": "Ann", "UBOB": "Bob", "UEVIL": render.shown(filled.users[2]["profile"]["display_name"])}
     search = tree.find("form", role="search")
     assert search.get("action") == f"/archive/teams/{filled.team}/search" and search.get("method") == "get"
     assert search.find("input", name="q") is not None
@@ -481,7 +488,7 @@ def test_user_page_profile_calendar_and_recent_messages(app, filled, private_sco
 
 def test_a_user_with_an_unknown_zone_and_hostile_names(filled, reader):
     tree = page(reader, f"/archive/teams/{filled.team}/users/UEVIL")
-    assert tree.by_id("user-name").text() == filled.users[2]["profile"]["display_name"]
+    assert tree.by_id("user-name").text() == render.shown(filled.users[2]["profile"]["display_name"])  # RLO closed
     assert tree.by_id("user-name").find("img") is None
     assert "Not/AZone" in tree.text()  # shown as recorded; the days are cut in UTC
     assert "days in UTC" in tree.find("section", class_="activity").text()

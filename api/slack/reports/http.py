@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
+import re
 from typing import Any
 
 from flask import Response, current_app, request
@@ -11,6 +14,7 @@ from flask_smorest import Blueprint, abort
 from api.auth import require_admin, require_workspace
 from api.config import Settings
 from api.db import get_db
+from api.pages import CONTENT_SECURITY_POLICY
 from api.paging import sign_cursor, verify_cursor
 from api.slack.codec import is_slack_id
 from api.slack.reports import blocks, render, service
@@ -99,8 +103,22 @@ def get_report(team_id: str, report_id: str, anonymise: bool):
     best = request.accept_mimetypes.best_match(["application/json", "text/html"])
     if as_html or (best == "text/html" and request.accept_mimetypes["text/html"] >
                    request.accept_mimetypes["application/json"]):
-        return Response(render.html(document), mimetype="text/html")
+        return _html_response(render.html(document))
     return document
+
+
+_STYLE = re.compile(r"<style>(.*?)</style>", re.S)
+
+
+def _html_response(page: str) -> Response:
+    """The standalone report page under the app's header policy (api/pages.py). Its one <style> element (the
+    page is also written as a file by `chronicle slack report --html`) is allowed by its hash; no script."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(m.encode()).digest()).decode()}'"
+                      for m in _STYLE.findall(page))
+    response = Response(page, mimetype="text/html")
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.replace(
+        "style-src 'self'", f"style-src 'self' {hashes}".rstrip())
+    return response
 
 
 @blp.route("/slack/teams/<team_id>/reports", methods=["POST"], parameters=path_parameters("team_id"))

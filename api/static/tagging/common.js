@@ -7,10 +7,16 @@ const Tagging = (() => {
   const project = app.dataset.project;
   const base = '/tagging/projects/' + encodeURIComponent(project);
 
+  /* The page's CSRF token (api/csrf.py): sent as X-CSRF-Token on every call; the server checks it on those that
+   * change something. The call also keeps the real Origin (referrerPolicy 'same-origin': never `Origin: null`). */
+  const csrfMeta = document.querySelector('meta[name="csrf-token"]');
+  const csrfToken = csrfMeta ? csrfMeta.content : '';
+
   /* One API call on the project (path: '/next', '/stats', ...): resolves to {ok, status, data, message}; never
    * throws (a network error is status 0). */
   async function api(method, path, body) {
-    const options = {method, credentials: 'same-origin', headers: {'Content-Type': 'application/json'}};
+    const options = {method, credentials: 'same-origin', referrerPolicy: 'same-origin',
+                     headers: {'Content-Type': 'application/json', 'X-CSRF-Token': csrfToken}};
     if (body !== undefined) options.body = JSON.stringify(body);
     let response;
     try {
