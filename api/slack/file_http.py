@@ -9,7 +9,6 @@ Slack never runs as a page of Chronicle's origin.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from flask import Response, current_app, send_file
@@ -20,7 +19,6 @@ from api.db import get_db
 from api.slack import channels, files, messages
 from api.slack.codec import ID_PATTERN, is_slack_id
 from api.slack.schemas import error_responses, path_parameters
-from api.slack.settings import SlackSettings
 from api.slack.timeutil import is_ts, ts_to_us
 
 blp = Blueprint("slack_files", __name__, description="Files of Slack messages as Chronicle stored them")
@@ -31,8 +29,6 @@ _FILE_ID = {"in": "path", "name": "file_id", "required": True, "description": "S
 _errors = error_responses(blp, {401: "missing or unknown token", 403: "token not allowed",
                                 404: "no such message, or the file is not stored (not fetched yet, failed, external)",
                                 503: "database unavailable"})
-_stores: dict[tuple[str, ...], files.ObjectStore] = {}
-_stores_lock = threading.Lock()
 
 
 def download_path(team_id: str, channel_id: str, ts: str, file_id: str) -> str:
@@ -51,21 +47,6 @@ def download_links(message: dict[str, Any], team_id: str, channel_id: str | None
     return message
 
 
-def _store() -> files.ObjectStore:
-    """The object store the file worker writes to (CHRONICLE_FILES_ROOT or the S3 bucket)."""
-    slack = SlackSettings.from_env()
-    key = (slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
-    with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = files.store_from_settings(slack)
-    return store
-
-
-def _download_name(meta: dict[str, Any], file_id: str) -> str:
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    cleaned = "".join(c for c in name if c.isprintable() and c not in '/\\"')[:200].strip(". ")
-    return cleaned or file_id
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages/<ts>/files/<file_id>", methods=["GET"],
@@ -93,11 +74,11 @@ def stored_file(team_id: str, channel_id: str, ts: str, file_id: str):
         abort(404, message=f"file {file_id} of message {ts} is not stored")
     meta = next((f for f in message.files or () if isinstance(f, dict) and f.get("id") == file_id), {})
     try:
-        body = _store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
+        body = files.serving_store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
     except (FileNotFoundError, ValueError):
         abort(404, message=f"file {file_id} is missing from the object store")
     response: Response = send_file(body, mimetype="application/octet-stream", as_attachment=True,
-                                   download_name=_download_name(meta, file_id), conditional=False, etag=False,
+                                   download_name=files.download_name(meta, file_id), conditional=False, etag=False,
                                    max_age=0)
     response.headers["Content-Security-Policy"] = FILE_CSP
     response.headers["Cache-Control"] = "no-store"

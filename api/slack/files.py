@@ -127,6 +127,30 @@ def store_from_settings(s: SlackSettings) -> ObjectStore:
     return LocalStore(s.files_root)
 
 
+_stores: dict[tuple[str, ...], ObjectStore] = {}
+_stores_lock = threading.Lock()
+
+
+def serving_store() -> ObjectStore:
+    """The object store the file worker writes to, for the routes that serve stored files (the archive page's
+    and the REST download): one per process and settings."""
+    slack = SlackSettings.from_env()
+    key = (slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
+    with _stores_lock:
+        store = _stores.get(key)
+        if store is None:
+            store = _stores[key] = store_from_settings(slack)
+    return store
+
+
+def download_name(meta: dict[str, Any], file_id: str) -> str:
+    """The name a stored file is downloaded under: its Slack name without path separators, quotes or
+    controls, else its id."""
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    cleaned = "".join(c for c in name if c.isprintable() and c not in '/\\"')[:200].strip(". ")
+    return cleaned or file_id
+
+
 def object_key(team_id: str, channel_id: str, ts: int, file_id: str) -> str:
     return f"slack/{team_id}/{channel_id}/{us_to_ts(ts)}/{file_id}"
 

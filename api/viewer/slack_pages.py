@@ -12,7 +12,6 @@ timeline too). Message text is rendered by api/viewer/render.py only; everything
 from __future__ import annotations
 
 import dataclasses
-import threading
 import zlib
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
@@ -33,7 +32,6 @@ from api.slack import activity_index, channels, files, messages, search, users
 from api.slack import http as slack_http
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
-from api.slack.settings import SlackSettings
 from api.slack.timeutil import is_ts, ts_to_us
 from api.viewer import render, views
 from api.viewer.session import Reader, current_reader, signin_redirect
@@ -386,25 +384,6 @@ def history_fragment(team_id: str, channel_id: str, ts: str) -> tuple[str, int]:
 # file is a download (Content-Disposition: attachment) with FILE_CSP.
 _PASS_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain",
                          "text/csv", "application/zip", "application/json"})
-_stores: dict[tuple[str, ...], files.ObjectStore] = {}
-_stores_lock = threading.Lock()
-
-
-def _store() -> files.ObjectStore:
-    """The object store the file worker writes to (the same settings: CHRONICLE_FILES_ROOT or the S3 bucket)."""
-    slack = SlackSettings.from_env()
-    key = (slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
-    with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = files.store_from_settings(slack)
-    return store
-
-
-def _download_name(meta: dict[str, Any], file_id: str) -> str:
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    cleaned = "".join(c for c in name if c.isprintable() and c not in '/\\"')[:200].strip(". ")
-    return cleaned or file_id
 
 
 @bp.get("/teams/<team_id>/files/<channel_id>/<ts>/<file_id>")
@@ -422,11 +401,11 @@ def stored_file(team_id: str, channel_id: str, ts: str, file_id: str) -> Respons
         raise PageError(404, "File not stored", "Chronicle has not stored this file (yet).")
     meta = next((f for f in message.files or () if isinstance(f, dict) and f.get("id") == file_id), {})
     try:
-        body = _store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
+        body = files.serving_store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
     except (FileNotFoundError, ValueError):
         raise PageError(404, "File not stored", "The stored file is missing from the object store.") from None
     mimetype = meta.get("mimetype") if meta.get("mimetype") in _PASS_TYPES else "application/octet-stream"
-    return send_file(body, mimetype=mimetype, as_attachment=True, download_name=_download_name(meta, file_id),
+    return send_file(body, mimetype=mimetype, as_attachment=True, download_name=files.download_name(meta, file_id),
                      conditional=False, etag=False, max_age=0)
 
 
