@@ -46,6 +46,9 @@ _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE
 _CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
 _BATCH_PARTITIONS = 10  # Cassandra's unlogged_batch_across_partitions_warn_threshold
 _BATCH_BYTES = 4096  # below batch_size_warn_threshold (5 KiB): a larger write goes alone (no batch limit applies)
+# Values bound in one unlogged batch across partitions, at most: Cassandra refuses such a batch above
+# batch_size_fail_threshold (50 KiB). Rows of one partition are not bounded (one mutation: no threshold applies).
+_BATCH_MAX_BYTES = 24 * 1024
 _FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
@@ -433,12 +436,17 @@ class Database:
             rows.sort(key=lambda row: row[0])
             part: list[tuple[bytes, Statement, Params, Any]] = []
             keys: set[bytes] = set()
+            size = 0
             for row in rows:
-                if len(part) == batch_size or (row[0] not in keys and len(keys) == partitions_per_batch):
+                row_size = sum(len(v) for v in row[3].values if isinstance(v, (bytes, bytearray)))
+                across = bool(keys) and (row[0] not in keys or len(keys) > 1)
+                if part and (len(part) == batch_size or (row[0] not in keys and len(keys) == partitions_per_batch)
+                             or (across and size + row_size > _BATCH_MAX_BYTES)):
                     flush(part)
-                    part, keys = [], set()
+                    part, keys, size = [], set(), 0
                 part.append(row)
                 keys.add(row[0])
+                size += row_size
             if part:
                 flush(part)
         return out

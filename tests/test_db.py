@@ -34,6 +34,24 @@ def test_batches_cover_at_most_ten_partitions_and_every_row_lands(db: Database):
         assert got == targets, account
 
 
+def test_batches_across_partitions_stay_under_the_batch_size_failure_and_every_row_lands(db: Database):
+    """Rows of 2 KiB over 40 partitions: a batch of 50 such rows across partitions would be ~100 KiB, which
+    Cassandra refuses (batch_size_fail_threshold, 50 KiB); batches across partitions stay within 24 KiB of values,
+    one partition's rows may go together whatever their size (one mutation), and every row lands."""
+    network = f"bigbatch{secrets.token_hex(3)}"
+    wanted = {a: {t: f"{t:04d}" + "n" * 2044 for t in range(4 if a > 1 else 60)} for a in range(1, 41)}
+    writes = [relation_write(network, a, FOLLOWER, t, name) for a, rows in wanted.items() for t, name in rows.items()]
+    requests = db._many_requests(writes, 50)
+    for request, _params, _rows, _stmt in requests:
+        if isinstance(request, BatchStatement) and len(set(_batch_partitions(request))) > 1:
+            assert sum(len(v) for _p, _s, values in request._statements_and_parameters for v in values
+                       if isinstance(v, bytes)) <= 24 * 1024
+    assert db.execute_many(writes, batch_size=50) == len(writes)
+    for account, rows in wanted.items():
+        got = {r.target_id for r in db.execute(LIST_RELATIONS, (network, account, FOLLOWER))}
+        assert got == set(rows), account
+
+
 def test_writes_sent_together_stay_under_the_batch_warnings_and_every_write_lands(db: Database):
     """execute_together: plain writes in unlogged batches of at most 10 partitions and 4 KiB, counter updates in
     counter batches of their own, a write too large for a batch alone; every row and increment lands once, and a
