@@ -65,9 +65,13 @@ def reads_own_writes(view: Callable[..., Any]) -> Callable[..., Any]:
     LOCAL_QUORUM write, unless the request's X-Read-Consistency header asked for a level itself."""
     @functools.wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if read_level.get() is None:
-            read_level.set(ConsistencyLevel.LOCAL_QUORUM)
-        return view(*args, **kwargs)
+        if read_level.get() is not None:
+            return view(*args, **kwargs)
+        token = read_level.set(ConsistencyLevel.LOCAL_QUORUM)
+        try:
+            return view(*args, **kwargs)
+        finally:
+            read_level.reset(token)  # a test client runs the view in the caller's context: nothing may leak
     return wrapper
 
 

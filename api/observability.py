@@ -138,7 +138,14 @@ def install_request_hooks(app: Flask) -> None:
         if asked is not None:
             if asked.upper() not in READ_LEVELS:
                 abort(400, message=f"X-Read-Consistency must be one of {', '.join(READ_LEVELS)}")
-            read_level.set(ConsistencyLevel.name_to_value[asked.upper()])
+            g.read_level_token = read_level.set(ConsistencyLevel.name_to_value[asked.upper()])
+
+    @app.teardown_request
+    def _forget_read_level(_error: BaseException | None) -> None:
+        # The test client runs requests in its caller's context: the asked level must not outlive the request.
+        token = g.pop("read_level_token", None)
+        if token is not None:
+            read_level.reset(token)
 
     # Every body is checked before any route parses it: nesting depth and number length (api/json_guard.py).
     app.before_request(json_guard.check_request_body)

@@ -245,6 +245,19 @@ def test_reads_run_at_the_level_the_request_or_the_endpoint_asks(client, db, mon
     assert "X-Read-Consistency must be one of" in bad.get_json()["message"]
 
 
+def test_no_read_level_outlives_its_request(client):
+    """The test client runs a request in its caller's context, as a gunicorn thread runs one request after
+    another: neither the endpoint's LOCAL_QUORUM nor the header's level may stay set after the request (a leaked
+    LOCAL_QUORUM once changed the level of a later test's reads made outside any request)."""
+    from api.db import read_level
+
+    assert client.get("/networks/levels-check/accounts/42").status_code == 404  # a reads_own_writes lookup
+    assert read_level.get() is None
+    asked = client.get("/networks/levels-check/accounts/42/followers", headers={"X-Read-Consistency": "QUORUM"})
+    assert asked.status_code in (200, 404)
+    assert read_level.get() is None
+
+
 def test_page_assets_carry_their_content_hash_and_are_cached_for_a_year(client):
     """Pages revalidated their stylesheets and scripts on every navigation: now a URL names the file's content
     (a changed file gets a new URL), so browsers keep it; an unversioned or outdated URL is not cached."""
