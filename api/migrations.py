@@ -7,16 +7,24 @@ The ledger (`schema_migrations`, one partition) records each file's checksum and
 statements have run. A failure midway leaves the file `partial`; the next run resumes at the first
 statement that did not run, provided the statements that did are unchanged. An `applied` file that was
 edited afterwards stops the runner: schema changes go in a new file.
+
+Every DDL statement of a run goes to one coordinator, which applies it before it answers, so the next statement
+(an ALTER of the table just created, a table of the keyspace just created) always finds what it needs there:
+the runner does not wait for the other nodes after each statement (on three nodes that wait, a gossip round or
+more per statement, made the whole schema take minutes). It waits for schema agreement once the keyspace and the
+ledger exist (the ledger is written at QUORUM, so its replicas must know the table) and once at the end of the
+run, and fails if the nodes do not agree then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -154,22 +162,56 @@ def read_ledger(db: Database, keyspace: str) -> dict[str, dict]:
 _NOT_YET_VISIBLE = ("does not exist", "doesn't exist", "unconfigured table", "Unknown keyspace", "INCOMPATIBLE_SCHEMA")
 
 
-def _execute_when_visible(db: Database, cql: str, params: tuple = (), *, consistency: int | None = None) -> Any:
+AGREEMENT_WAIT = 60.0  # seconds the nodes get to agree on the schema, at the two points a run waits for it
+
+
+def _retry_until_visible(run: Callable[[], Any]) -> Any:
     deadline = time.monotonic() + 30
     while True:
         try:
-            return db.execute_raw(cql, params, timeout=60, consistency=consistency)
+            return run()
         except (InvalidRequest, WriteFailure, ReadFailure) as exc:
             if not any(text in str(exc) for text in _NOT_YET_VISIBLE) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
 
 
-def _run_ddl(db: Database, cql: str) -> None:
-    result = _execute_when_visible(db, cql)
-    agreed = result.response_future.is_schema_agreed
-    if not agreed and not db.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-        raise MigrationError(f"schema did not reach agreement within 60 s after: {cql[:120]}")
+def _execute_when_visible(db: Database, cql: str, params: tuple = (), *, consistency: int | None = None) -> Any:
+    return _retry_until_visible(lambda: db.execute_raw(cql, params, timeout=60, consistency=consistency))
+
+
+def _coordinator(db: Database) -> Any:
+    """The node every DDL statement of a run goes to: one that just answered this session (right after it
+    connects, the session may not have its connections to every node yet)."""
+    result = db.session.execute("SELECT release_version FROM system.local", timeout=60)
+    return result.response_future.coordinator_host
+
+
+@contextlib.contextmanager
+def _no_agreement_wait_per_statement(db: Database) -> Iterator[None]:
+    """The driver waits for schema agreement after every schema change it sees answered, for up to the Cluster's
+    `max_schema_agreement_wait` (0 turns that wait off; it still refreshes its metadata of the changed table or
+    keyspace from the coordinator that answered). Off during a run (see the module docstring), restored after."""
+    cluster = db.cluster
+    before = cluster.max_schema_agreement_wait
+    cluster.max_schema_agreement_wait = 0
+    try:
+        yield
+    finally:
+        cluster.max_schema_agreement_wait = before
+
+
+def _run_ddl(db: Database, cql: str, coordinator: Any) -> None:
+    """One DDL statement on the run's coordinator; no wait for the other nodes (see `_await_agreement`)."""
+    _retry_until_visible(lambda: db.session.execute(cql, timeout=60, host=coordinator))
+
+
+def _await_agreement(db: Database, keyspace: str, after: str) -> None:
+    """Every node up on one schema version (as the control connection's node sees them), then the driver's
+    metadata of the keyspace read again (a refresh it made during the run may have come from a node behind)."""
+    if not db.cluster.control_connection.wait_for_schema_agreement(wait_time=AGREEMENT_WAIT):
+        raise MigrationError(f"the nodes did not agree on the schema within {AGREEMENT_WAIT:.0f} s after {after}")
+    db.cluster.refresh_keyspace_metadata(keyspace, max_schema_agreement_wait=0)
 
 
 def _record(db: Database, keyspace: str, migration: Migration, status: str, applied: int,
@@ -220,28 +262,34 @@ def migrate(db: Database, keyspace: str, replication: dict[str, object], *,
     pending = [m for m in migrations if ledger.get(m.version, {}).get("status") != "applied"]
     if dry_run:
         return [m.name for m in pending]
-    if not keyspace_exists:
-        for stmt in migrations[0].statements:
-            _run_ddl(db, _render(stmt, keyspace, replication))
-    _run_ddl(db, LEDGER_DDL.format(keyspace=keyspace))
-    applied = []
-    for migration in pending:
-        statements = migration.statements
-        done = ledger.get(migration.version, {}).get("statements_applied") or 0
-        if done:
-            log(f"resuming {migration.name} at statement {done + 1} of {len(statements)}")
-        for index in range(done, len(statements)):
-            try:
-                _run_ddl(db, _render(statements[index], keyspace, replication))
-            except Exception as exc:
-                _record(db, keyspace, migration, "partial", index, _prefix_checksum(statements, index))
-                raise MigrationError(
-                    f"{migration.name}: statement {index + 1} of {len(statements)} failed: {exc}"
-                ) from exc
-        _record(db, keyspace, migration, "applied", len(statements),
-                _prefix_checksum(statements, len(statements)))
-        log(f"applied {migration.name} ({len(statements)} statements)")
-        applied.append(migration.name)
+    coordinator = _coordinator(db)
+    applied: list[str] = []
+    with _no_agreement_wait_per_statement(db):
+        if not keyspace_exists:
+            for stmt in migrations[0].statements:
+                _run_ddl(db, _render(stmt, keyspace, replication), coordinator)
+        _run_ddl(db, LEDGER_DDL.format(keyspace=keyspace), coordinator)
+        # The ledger is written and read at QUORUM on any coordinator: every replica must know its table first.
+        _await_agreement(db, keyspace, "creating the ledger")
+        for migration in pending:
+            statements = migration.statements
+            done = ledger.get(migration.version, {}).get("statements_applied") or 0
+            if done:
+                log(f"resuming {migration.name} at statement {done + 1} of {len(statements)}")
+            for index in range(done, len(statements)):
+                try:
+                    _run_ddl(db, _render(statements[index], keyspace, replication), coordinator)
+                except Exception as exc:
+                    _record(db, keyspace, migration, "partial", index, _prefix_checksum(statements, index))
+                    raise MigrationError(
+                        f"{migration.name}: statement {index + 1} of {len(statements)} failed: {exc}"
+                    ) from exc
+            _record(db, keyspace, migration, "applied", len(statements),
+                    _prefix_checksum(statements, len(statements)))
+            log(f"applied {migration.name} ({len(statements)} statements)")
+            applied.append(migration.name)
+        if applied:
+            _await_agreement(db, keyspace, f"applying {applied[-1]}")
     return applied
 
 

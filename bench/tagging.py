@@ -33,6 +33,15 @@ What it does, in one scratch keyspace (dropped after unless `--keep`):
 
 Targets: >= 200 submits/s sustained, next and submit p99 <= 50 ms, top-up <= 1 s. Prints a table on stderr
 and one JSON object on stdout, written under bench/results/ (bench/scale_common.write_result).
+
+    .venv/bin/python -m bench.tagging --faulted-run [--faulted-items 5000] [--faulted-taggers 50] [--keep]
+
+runs instead the tagging load test's scenario at full size (tests/tagging/test_tagging_load.py,
+`killed_worker_run`; the test runs it at 1,500 items): `--faulted-taggers` taggers through `--faulted-items` items
+in 3 teams (one quota below its share), lease 3 s, 5% of items abandoned and submitted late, 2% skipped, 1% with an
+unknown category first, 5% submitted twice, one gunicorn worker SIGKILLed at 30%; every check of the test (no
+item lost or doubled, quotas never passed, statistics equal the log, reconcile clean) must hold. Figures: the
+run's seconds and items/s, and its counts (leases, retries, 409s, quota refusals), in `tagging-faulted-*.json`.
 """
 
 from __future__ import annotations
@@ -349,6 +358,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def faulted_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The load test's faulted scenario at full size (see the module docstring); raises if a check fails."""
+    from tests.tagging.test_tagging_load import killed_worker_run
+
+    result: dict[str, Any] = {"bench": "tagging-faulted", "args": vars(args), "cpus": os.cpu_count()}
+    started = time.perf_counter()
+    with scratch_keyspace("tagfault", keep=args.keep, request_timeout=30.0) as db:
+        result["keyspace"] = db.keyspace
+        logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-faulted-{os.getpid()}"
+        summary = killed_worker_run(db, db.settings, logs, items_wanted=args.faulted_items,
+                                    taggers=args.faulted_taggers, seconds=900)
+    result["summary"] = summary
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["figures"] = {"run_seconds": summary["seconds"], "items_per_s": summary["items_per_s"],
+                         "leases": summary["leases"]}
+    result["verdict"] = {"every_check_of_the_load_test_held": True}  # killed_worker_run raised otherwise
+    _note("faulted run", result["figures"])
+    return result
+
+
 def _table(result: dict[str, Any]) -> None:
     lines = ["", "| phase | taggers | submits/s | next p50 / p99 ms | submit p50 / p99 ms | other answers |",
              "|---|---|---|---|---|---|"]
@@ -382,7 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topups", type=int, default=5, help="fresh projects for the top-up timing (0: skip)")
     parser.add_argument("--skip-saturation", action="store_true", help="only the paced phase")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
+    parser.add_argument("--faulted-run", action="store_true",
+                        help="only the load test's faulted scenario at full size (see above)")
+    parser.add_argument("--faulted-items", type=int, default=5000, help="items of the faulted run")
+    parser.add_argument("--faulted-taggers", type=int, default=50, help="taggers of the faulted run")
     args = parser.parse_args(argv)
+    if args.faulted_run:
+        configure_logging("WARNING", stream=sys.stderr)
+        write_result("tagging-faulted", faulted_run(args))
+        return 0
     if args.taggers < args.processes:
         parser.error("--taggers must be at least --processes")
     configure_logging("WARNING", stream=sys.stderr)

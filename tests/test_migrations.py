@@ -227,3 +227,40 @@ def test_the_ledger_is_written_and_read_at_quorum(admin, tmp_path, monkeypatch):
               if "schema_migrations" in cql and not cql.lstrip().upper().startswith("CREATE")]
     assert {verb for verb, _ in ledger} == {"INSERT", "SELECT"}
     assert all(level == ConsistencyLevel.QUORUM for _, level in ledger), ledger
+
+
+def test_a_run_sends_its_ddl_to_one_coordinator_and_ends_with_the_nodes_agreeing(admin, tmp_path, monkeypatch):
+    """Every DDL statement of a run goes to the same node (which applied the one before it), the driver's wait for
+    agreement after each statement is off only for the run (restored after, also when a statement fails), and the
+    run returns once the nodes agree, with the driver's metadata showing every table."""
+    db, ks = admin
+    session = db.session
+    hosts: list[object] = []
+    original = session.execute
+
+    def spy(query, *args, **kw):
+        if str(query).lstrip().upper().startswith(("CREATE", "ALTER", "DROP")):
+            hosts.append(kw.get("host"))
+        return original(query, *args, **kw)
+
+    monkeypatch.setattr(session, "execute", spy)
+    wait_before = db.cluster.max_schema_agreement_wait
+    directory = _write(tmp_path / "cql", {
+        "0001_keyspace.cql": KEYSPACE_FILE,
+        "0002_a.cql": "CREATE TABLE {{keyspace}}.a (k int PRIMARY KEY) WITH comment = 'Q: a';\n"
+                      "ALTER TABLE {{keyspace}}.a ADD v text;\nCREATE INDEX IF NOT EXISTS a_v ON {{keyspace}}.a (v);",
+        "0003_b.cql": "CREATE TABLE {{keyspace}}.b (k int PRIMARY KEY, v text) WITH comment = 'Q: b';",
+    })
+    assert migrate(db, ks, SIMPLE["replication"], directory=directory, log=lambda _m: None) == [
+        "0001_keyspace.cql", "0002_a.cql", "0003_b.cql"]
+    # The keyspace (made first, then run again as 0001), the ledger, and the four statements of 0002 and 0003.
+    assert len(hosts) == 7 and hosts[0] is not None and all(h is hosts[0] for h in hosts), hosts
+    assert db.cluster.max_schema_agreement_wait == wait_before
+    assert db.cluster.control_connection.wait_for_schema_agreement(wait_time=10)
+    assert {"a", "b", "schema_migrations"} <= set(db.cluster.metadata.keyspaces[ks].tables)
+    assert "v" in db.cluster.metadata.keyspaces[ks].tables["a"].columns
+
+    _write(directory, {"0004_bad.cql": "CREATE TABLE {{keyspace}}.c (k nosuchtype PRIMARY KEY);"})
+    with pytest.raises(MigrationError, match="0004_bad.cql: statement 1 of 1 failed"):
+        migrate(db, ks, SIMPLE["replication"], directory=directory, log=lambda _m: None)
+    assert db.cluster.max_schema_agreement_wait == wait_before

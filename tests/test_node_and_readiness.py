@@ -62,7 +62,10 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def test_start_status_reuse_stop_and_restart_keep_data(spare):
+def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node(spare, tmp_path):
+    """One stop and start of the spare node serve both: the node manager (start, status, reuse, stop, a second
+    stop, restart with the data kept) and the served API's readiness following the node without restarting
+    (a node start costs seconds: the two checks used to stop and start it once each)."""
     version = start_node(spare)
     assert version.startswith("5.0.")
     status = node_status(spare)
@@ -76,31 +79,15 @@ def test_start_status_reuse_stop_and_restart_keep_data(spare):
     assert read_pid(spare) == pid
     assert any("already running" in m for m in messages)
 
-    settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
-                                   cassandra_port=spare.native_port, request_timeout=30.0)
-    db = Database(settings, keyspace="")
+    keep_settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
+                                        cassandra_port=spare.native_port, request_timeout=30.0)
+    db = Database(keep_settings, keyspace="")
     db.execute_raw("CREATE KEYSPACE IF NOT EXISTS keep WITH replication = "
                    "{'class': 'SimpleStrategy', 'replication_factor': 1}", timeout=60)
     db.execute_raw("CREATE TABLE IF NOT EXISTS keep.t (k int PRIMARY KEY, v text)", timeout=60)
     db.execute_raw("INSERT INTO keep.t (k, v) VALUES (1, 'survives restarts')")
     db.close()
 
-    assert stop_node(spare) is True
-    status = node_status(spare)
-    assert status.state == "DOWN" and status.pid is None
-    assert not port_open(spare.address, spare.native_port)
-    assert stop_node(spare) is False  # stopping a stopped node is harmless
-
-    start_node(spare)
-    db = Database(settings, keyspace="")
-    try:
-        assert db.execute_raw("SELECT v FROM keep.t WHERE k = 1").one().v == "survives restarts"
-    finally:
-        db.close()
-
-
-def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
-    start_node(spare)
     keyspace = f"ready_{os.getpid()}"
     settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
                                    cassandra_port=spare.native_port, keyspace=keyspace, request_timeout=60.0)
@@ -142,7 +129,7 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
                     if line.startswith('chronicle_http_requests_total{endpoint="/healthz"'))
         assert total >= 11
 
-        stop_node(spare)
+        assert stop_node(spare) is True
         for _ in range(6):  # every worker answers, each within 2 s, with a reason
             started = time.monotonic()
             code, body = _get(base + "/readyz", timeout=5)
@@ -150,6 +137,10 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
             assert code == 503, body
             assert elapsed < 2.0, f"/readyz took {elapsed:.2f} s with the node down"
             assert "Cassandra unreachable" in body["reason"]
+        status = node_status(spare)
+        assert status.state == "DOWN" and status.pid is None
+        assert not port_open(spare.address, spare.native_port)
+        assert stop_node(spare) is False  # stopping a stopped node is harmless
 
         start_node(spare)
         deadline = time.monotonic() + 30
@@ -162,6 +153,13 @@ def test_readiness_follows_the_node_without_restarting_the_api(spare, tmp_path):
         assert server.poll() is None, "the API process must not have restarted"
         # A second instance on the host (a test, a benchmark) must not take over or delete a control socket.
         assert not (tmp_path / ".gunicorn").exists()
+
+        # What was written before the stop is there after the restart.
+        db = Database(keep_settings, keyspace="")
+        try:
+            assert db.execute_raw("SELECT v FROM keep.t WHERE k = 1").one().v == "survives restarts"
+        finally:
+            db.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
