@@ -39,10 +39,9 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             "info": {"description": "Cassandra-backed archive of Slack workspaces and follower networks."},
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         },
-        JSON_SORT_KEYS=False,
     )
     app.json = FastJSONProvider(app)
-    app.json.sort_keys = False
+    app.json.sort_keys = False  # answers keep their fields in schema order (JSON_SORT_KEYS is gone since Flask 2.3)
     install_request_hooks(app)
     # One header policy for every response (CSP, nosniff, frame-ancestors, Referrer-Policy, no-store on HTML):
     # pages, JSON, /docs, static files and every error answer (api/pages.py, docs/security.md#headers).
@@ -125,23 +124,10 @@ def _document_read_consistency(api: Api) -> None:
 
 def _feature_blueprints() -> list:
     """Blueprints of the archive's features, each owned by its package."""
-    blueprints = []
-    try:
-        from api.slack.http import blueprints as slack_blueprints
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("api.slack", "api.slack.http"):
-            raise
-    else:
-        blueprints.extend(slack_blueprints())  # new per app: the Events route is at the app's settings path
-    try:
-        from api.network.http import blp as network_blp
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("api.network", "api.network.http"):
-            raise
-    else:
-        blueprints.append(network_blp)
     from api.activity.http import blp as activity_blp
+    from api.network.http import blp as network_blp
+    from api.slack.http import blueprints as slack_blueprints
     from api.tagging.http import blp as tagging_blp
 
-    blueprints.extend([activity_blp, tagging_blp])
-    return blueprints
+    # The Slack blueprints are new per app: the Events route is at the app's settings path.
+    return [*slack_blueprints(), network_blp, activity_blp, tagging_blp]

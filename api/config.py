@@ -1,4 +1,5 @@
-"""Settings from environment variables. Every variable, its default and meaning is listed in README."""
+"""Settings from environment variables: the one module that reads the environment. Every variable, its default
+and meaning is listed in docs/configuration.md; a bad value stops the start with a ConfigError naming it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import functools
 import json
 import os
 import secrets
+import zoneinfo
 from pathlib import Path
 
 from cassandra import ConsistencyLevel
@@ -32,12 +34,51 @@ def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
+def env_int(name: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer variable; ConfigError naming it when it is not one or out of [low, high]."""
+    raw = env(name, str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    _check_range(name, value, low, high)
+    return value
+
+
+def env_float(name: str, default: float, *, low: float | None = None, high: float | None = None) -> float:
+    """A number variable; ConfigError naming it when it is not a finite number or out of [low, high]."""
+    raw = env(name, str(default)).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ConfigError(f"{name}={raw!r} is not a number")
+    _check_range(name, value, low, high)
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env(name, "true" if default else "false").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r} is not true or false")
+
+
+def _check_range(name: str, value: float, low: float | None, high: float | None) -> None:
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+        raise ConfigError(f"{name}={value} is outside {bounds}")
+
+
 def _consistency(name: str, default: str) -> int:
     value = env(name, default).upper()
     try:
         return ConsistencyLevel.name_to_value[value]
     except KeyError:
-        raise ValueError(f"{name}={value!r} is not a Cassandra consistency level") from None
+        raise ConfigError(f"{name}={value!r} is not a Cassandra consistency level") from None
 
 
 def _csv(value: str) -> list[str]:
@@ -53,6 +94,162 @@ def parse_mapping(value: str) -> dict[str, str]:
             raise ValueError(f"expected KEY=VALUE, got {item!r}")
         out[key.strip()] = val.strip()
     return out
+
+
+# -- the feature settings, nested in Settings ---------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSettings:
+    """The follower network (CHRONICLE_NETWORK_*; every variable in docs/configuration.md)."""
+
+    hybrid_threshold: int = 10000  # authors with this many followers are merged at read time (0: hybrid off)
+    hybrid_hysteresis: float = 0.1  # merged again only below threshold x (1 - hysteresis): no flapping
+    cache_cap: int = 800  # home-timeline entries kept per account
+    cache_ttl: int = 7 * 24 * 3600  # seconds a home-timeline entry lives
+    fanout_concurrency: int = 256
+    fanout_batch: int = 10
+    page_size: int = 25
+    likes_rank_max_age: float = 10.0  # seconds a reader's likes-ranked home window is reused (0: every read)
+    time_zone: str = "UTC"  # the IANA zone network activity days are cut in
+
+    @property
+    def hybrid(self) -> bool:
+        return self.hybrid_threshold > 0
+
+    @property
+    def demote_below(self) -> int:
+        """Follower count under which a celebrity is fanned out again (with hybrid off: any count)."""
+        if not self.hybrid:
+            return 2**62  # hybrid off: any celebrity left over is demoted on its next unfollow
+        return int(self.hybrid_threshold * (1 - self.hybrid_hysteresis))
+
+    def is_celebrity(self, follower_count: int | None) -> bool:
+        return self.hybrid and (follower_count or 0) >= self.hybrid_threshold
+
+    @classmethod
+    def from_env(cls) -> NetworkSettings:
+        return cls(
+            hybrid_threshold=env_int("CHRONICLE_NETWORK_HYBRID_THRESHOLD", 10000, low=0),
+            hybrid_hysteresis=env_float("CHRONICLE_NETWORK_HYBRID_HYSTERESIS", 0.1, low=0.0, high=1.0),
+            cache_cap=env_int("CHRONICLE_NETWORK_CACHE_CAP", 800, low=1),
+            cache_ttl=env_int("CHRONICLE_NETWORK_CACHE_TTL", 7 * 24 * 3600, low=1),
+            fanout_concurrency=env_int("CHRONICLE_NETWORK_FANOUT_CONCURRENCY", 256, low=1),
+            fanout_batch=env_int("CHRONICLE_NETWORK_FANOUT_BATCH", 10, low=1),
+            page_size=env_int("CHRONICLE_NETWORK_PAGE_SIZE", 25, low=1, high=1000),
+            likes_rank_max_age=env_float("CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE", 10.0, low=0.0),
+            time_zone=env_zone("CHRONICLE_NETWORK_TIME_ZONE", "UTC"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivitySettings:
+    """Activity days (CHRONICLE_ACTIVITY_*)."""
+
+    delay_seconds: float = 60.0  # within which the worker rebuilds a day live ingest changed
+    batch: int = 500  # dirty marks the worker takes per pass
+
+    @classmethod
+    def from_env(cls) -> ActivitySettings:
+        return cls(delay_seconds=env_float("CHRONICLE_ACTIVITY_DELAY", 60.0, low=1.0, high=86_400.0),
+                   batch=env_int("CHRONICLE_ACTIVITY_BATCH", 500, low=1))
+
+
+# Where Slack serves url_private (files.slack.com/files-pri/...; GovSlack: files.slack-gov.com) and the hosts it
+# may redirect a download to (files-*.slack.com, *.slack-edge.com). `*` is one DNS label. The bot token is sent
+# to these hosts only, over HTTPS (plain HTTP only to a loopback address: the tests' stand-in file host).
+DEFAULT_FILE_HOSTS = ("files.slack.com", "files-*.slack.com", "*.slack-edge.com", "files.slack-gov.com")
+
+
+@dataclasses.dataclass(frozen=True)
+class SlackSettings:
+    """Bot tokens, the Web API, reports, object storage and the file worker (docs/slack.md lists each)."""
+
+    # Bot tokens used to download url_private: one per workspace (T1=xoxb-...,T2=...) and/or a shared one.
+    bot_tokens: dict[str, str]
+    bot_token: str
+    # The Web API (backfill): Slack's own, or a stand-in on loopback in tests.
+    api_url: str
+    # Reports: where the workspace report is posted; users who opted in to a personal DM.
+    report_channel: str
+    report_dm_users: tuple[str, ...]
+    # Object storage: local directory by default, S3 (or any S3-compatible store) when a bucket is set.
+    files_root: str
+    s3_bucket: str
+    s3_endpoint: str
+    s3_region: str
+    s3_prefix_uri: str
+    # File worker knobs.
+    max_attempts: int
+    backoff_seconds: float
+    backoff_max_seconds: float
+    download_timeout: float
+    max_file_bytes: int
+    batch_size: int
+    concurrency: int
+    # Hosts the file worker downloads from (and sends the bot token to): `host` or `host:port`, `*` = one label.
+    file_hosts: tuple[str, ...] = DEFAULT_FILE_HOSTS
+
+    @classmethod
+    def from_env(cls) -> SlackSettings:
+        return cls(
+            bot_tokens=parse_mapping(env("CHRONICLE_SLACK_BOT_TOKENS", "")),
+            bot_token=env("CHRONICLE_SLACK_BOT_TOKEN", ""),
+            api_url=env("CHRONICLE_SLACK_API_URL", "https://slack.com/api/"),
+            report_channel=env("CHRONICLE_SLACK_REPORT_CHANNEL", "chronicle-stats"),
+            report_dm_users=tuple(_csv(env("CHRONICLE_SLACK_REPORT_DM_USERS", "").replace(" ", ""))),
+            files_root=env("CHRONICLE_FILES_ROOT", str(state_dir() / "slack-files")),
+            s3_bucket=env("CHRONICLE_FILES_S3_BUCKET", ""),
+            s3_endpoint=env("CHRONICLE_FILES_S3_ENDPOINT", ""),
+            s3_region=env("CHRONICLE_FILES_S3_REGION", "us-east-1"),
+            s3_prefix_uri=env("CHRONICLE_FILES_S3_URI_SCHEME", "s3"),
+            max_attempts=env_int("CHRONICLE_FILES_MAX_ATTEMPTS", 5, low=1),
+            backoff_seconds=env_float("CHRONICLE_FILES_BACKOFF_SECONDS", 2.0, low=0.0),
+            backoff_max_seconds=env_float("CHRONICLE_FILES_BACKOFF_MAX_SECONDS", 600.0, low=0.0),
+            download_timeout=env_float("CHRONICLE_FILES_TIMEOUT", 30.0, low=0.1),
+            max_file_bytes=env_int("CHRONICLE_FILES_MAX_BYTES", 1024 * 1024 * 1024, low=1),
+            batch_size=env_int("CHRONICLE_FILES_BATCH", 100, low=1),
+            concurrency=env_int("CHRONICLE_FILES_CONCURRENCY", 16, low=1),
+            file_hosts=tuple(h.lower() for h in _csv(env("CHRONICLE_SLACK_FILE_HOSTS", ""))) or DEFAULT_FILE_HOSTS,
+        )
+
+    def token_for(self, team_id: str) -> str:
+        return self.bot_tokens.get(team_id) or self.bot_token
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestLimits:
+    """What gunicorn's worker class (api/server_worker.py) allows one request (CHRONICLE_REQUEST_*)."""
+
+    head_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_body_bytes: int = 1024 * 1024
+    buffer_bytes: int = 64 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls) -> RequestLimits:
+        return cls(head_timeout=env_float("CHRONICLE_REQUEST_HEAD_TIMEOUT", 10.0, low=0.1),
+                   body_timeout=env_float("CHRONICLE_REQUEST_BODY_TIMEOUT", 30.0, low=0.1),
+                   max_body_bytes=env_int("CHRONICLE_MAX_BODY_BYTES", 1024 * 1024, low=1024),
+                   buffer_bytes=env_int("CHRONICLE_REQUEST_BUFFER_BYTES", 64 * 1024 * 1024, low=1024))
+
+
+def env_zone(name: str, default: str) -> str:
+    value = env(name, default)
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{name}: unknown time zone {value!r} (an IANA name, e.g. Europe/Berlin)") from None
+    return value
+
+
+def tagging_tick() -> float:
+    """CHRONICLE_TAGGING_TICK: seconds between two passes of `chronicle tagging worker`."""
+    return env_float("CHRONICLE_TAGGING_TICK", 1.0, low=0.01)
+
+
+def prometheus_multiprocess_dir() -> str:
+    """PROMETHEUS_MULTIPROC_DIR (prometheus_client's own variable): set when gunicorn's workers share metrics."""
+    return env("PROMETHEUS_MULTIPROC_DIR", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +271,8 @@ class Settings:
     slack_signing_secret: str
     slack_events_path: str
     slack_keep_raw_events: bool
-    # API tokens for read endpoints: token=team1|team2[+private],...
+    # API tokens for read endpoints, JSON: {"<token>": {"workspaces": ["T1"] | ["*"], "private": false}}
+    # (checked at start-up by api_token_grants).
     api_tokens: str
     admin_token: str
     # The driver: protocol v4 (v5 frames every message in segments checksummed in pure Python, about 12% of a
@@ -85,6 +283,11 @@ class Settings:
     speculative_attempts: int = 2
     # CHRONICLE_ENV: "development" relaxes the secret checks of validate(); anything else is production.
     environment: str = "production"
+    # The features' settings, read with the rest (a bad value stops the start, not a request).
+    network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
+    activity: ActivitySettings = dataclasses.field(default_factory=ActivitySettings)
+    slack: SlackSettings = dataclasses.field(default_factory=lambda: SlackSettings.from_env())
+    requests: RequestLimits = dataclasses.field(default_factory=RequestLimits)
 
     @property
     def development(self) -> bool:
@@ -94,27 +297,31 @@ class Settings:
     def from_env(cls) -> Settings:
         return cls(
             contact_points=_csv(env("CHRONICLE_CASSANDRA_HOSTS", "127.0.0.1")),
-            cassandra_port=int(env("CHRONICLE_CASSANDRA_PORT", "9042")),
+            cassandra_port=env_int("CHRONICLE_CASSANDRA_PORT", 9042, low=1, high=65535),
             keyspace=env("CHRONICLE_KEYSPACE", "chronicle"),
             local_dc=env("CHRONICLE_LOCAL_DC", "datacenter1"),
             replication=env("CHRONICLE_REPLICATION", "SimpleStrategy:1"),
             read_consistency=_consistency("CHRONICLE_READ_CONSISTENCY", "LOCAL_ONE"),
             write_consistency=_consistency("CHRONICLE_WRITE_CONSISTENCY", "LOCAL_QUORUM"),
-            request_timeout=float(env("CHRONICLE_REQUEST_TIMEOUT", "2.0")),
-            connect_timeout=float(env("CHRONICLE_CONNECT_TIMEOUT", "2.0")),
+            request_timeout=env_float("CHRONICLE_REQUEST_TIMEOUT", 2.0, low=0.01),
+            connect_timeout=env_float("CHRONICLE_CONNECT_TIMEOUT", 2.0, low=0.01),
             cursor_secret=_cursor_secret(env("CHRONICLE_CURSOR_SECRET", ""), env("CHRONICLE_ENV", "")),
-            max_body_bytes=int(env("CHRONICLE_MAX_BODY_BYTES", str(1024 * 1024))),
+            max_body_bytes=env_int("CHRONICLE_MAX_BODY_BYTES", 1024 * 1024, low=1024),
             log_level=env("CHRONICLE_LOG_LEVEL", "INFO"),
             slack_signing_secrets=parse_mapping(env("CHRONICLE_SLACK_SIGNING_SECRETS", "")),
             slack_signing_secret=env("CHRONICLE_SLACK_SIGNING_SECRET", ""),
             slack_events_path=env("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events"),
-            slack_keep_raw_events=env("CHRONICLE_SLACK_KEEP_RAW", "true").lower() in ("1", "true", "yes"),
+            slack_keep_raw_events=env_bool("CHRONICLE_SLACK_KEEP_RAW", True),
             api_tokens=env("CHRONICLE_API_TOKENS", ""),
             admin_token=env("CHRONICLE_ADMIN_TOKEN", ""),
-            protocol_version=int(env("CHRONICLE_PROTOCOL_VERSION", "4")),
-            speculative_delay=float(env("CHRONICLE_SPECULATIVE_DELAY", "0.1")),
-            speculative_attempts=int(env("CHRONICLE_SPECULATIVE_ATTEMPTS", "2")),
+            protocol_version=env_int("CHRONICLE_PROTOCOL_VERSION", 4, low=3, high=5),
+            speculative_delay=env_float("CHRONICLE_SPECULATIVE_DELAY", 0.1, low=0.0),
+            speculative_attempts=env_int("CHRONICLE_SPECULATIVE_ATTEMPTS", 2, low=0, high=10),
             environment=env("CHRONICLE_ENV", "production").strip().lower() or "production",
+            network=NetworkSettings.from_env(),
+            activity=ActivitySettings.from_env(),
+            slack=SlackSettings.from_env(),
+            requests=RequestLimits.from_env(),
         )
 
     def validate(self) -> Settings:
@@ -245,9 +452,9 @@ class NodeSettings:
     @classmethod
     def from_env(cls) -> NodeSettings:
         return cls(
-            native_port=int(env("CHRONICLE_CASSANDRA_PORT", "9042")),
-            storage_port=int(env("CHRONICLE_CASSANDRA_STORAGE_PORT", "7000")),
-            jmx_port=int(env("CHRONICLE_CASSANDRA_JMX_PORT", "7199")),
+            native_port=env_int("CHRONICLE_CASSANDRA_PORT", 9042, low=1, high=65535),
+            storage_port=env_int("CHRONICLE_CASSANDRA_STORAGE_PORT", 7000, low=1, high=65535),
+            jmx_port=env_int("CHRONICLE_CASSANDRA_JMX_PORT", 7199, low=1, high=65535),
             heap=env("CHRONICLE_CASSANDRA_HEAP", "1G"),
             heap_new=env("CHRONICLE_CASSANDRA_HEAP_NEW", "256M"),
             cache_dir=cache_dir(),

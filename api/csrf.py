@@ -80,17 +80,19 @@ class Policy:
     refuse: Refuse = json_refusal
 
 
-_policies: dict[str, Policy] = {}
-
-
 def protect(bp: Blueprint, *, session_cookie: str, cookie_path: str, body: str = "form", always: bool = False,
             refuse: Refuse | None = None) -> None:
     """Declare `bp`'s policy; the check runs before each of its views (installed once per app)."""
     if body not in ("form", "json"):
         raise ValueError(f"body must be 'form' or 'json', not {body!r}")
-    _policies[bp.name] = Policy(session_cookie, cookie_path.rstrip("/") or "/", body, always,
-                                refuse or json_refusal)
-    bp.record_once(lambda state: install(state.app))
+    policy = Policy(session_cookie, cookie_path.rstrip("/") or "/", body, always, refuse or json_refusal)
+
+    def register(state: Any) -> None:
+        # The app keeps its blueprints' policies (app.extensions): nothing is held by this module.
+        install(state.app)
+        state.app.extensions["chronicle_csrf_policies"][bp.name] = policy
+
+    bp.record_once(register)
 
 
 def install(app: Flask) -> None:
@@ -99,6 +101,7 @@ def install(app: Flask) -> None:
     if app.extensions.get("chronicle_csrf"):
         return
     app.extensions["chronicle_csrf"] = True
+    app.extensions["chronicle_csrf_policies"] = {}
     app.before_request(_check)
     app.after_request(_issue_cookie)
     app.add_template_global(csrf_token, "csrf_token")
@@ -120,7 +123,7 @@ def _valid_cookie(value: str | None) -> bool:
 def _policy_for_path(path: str) -> Policy | None:
     """The declared policy whose session cookie the browser sends to `path` (the longest cookie path wins)."""
     found = None
-    for policy in _policies.values():
+    for policy in current_app.extensions["chronicle_csrf_policies"].values():
         root = policy.cookie_path
         if (root == "/" or path == root or path.startswith(root + "/")) and \
                 (found is None or len(root) > len(found.cookie_path)):
@@ -225,7 +228,7 @@ def token_problem(policy_body: str, session: str) -> str | None:
 def _check() -> ResponseReturnValue | None:
     if request.method not in UNSAFE_METHODS or request.routing_exception is not None:
         return None
-    policy = _policies.get(request.blueprint or "")
+    policy = current_app.extensions["chronicle_csrf_policies"].get(request.blueprint or "")
     body = policy.body if policy else "any"
     if policy is None:
         # A route no blueprint declared: checked when it receives a declared session cookie.

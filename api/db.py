@@ -15,7 +15,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cassandra import ConsistencyLevel
@@ -31,6 +32,8 @@ from cassandra.policies import (
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement, named_tuple_factory
 
 from api import metrics
+from api.caches import Caches
+from api.clock import SYSTEM, Clock
 from api.config import Settings
 
 try:  # The libev reactor is bundled in the driver's wheel; asyncore is gone from Python 3.12 and slow.
@@ -135,10 +138,19 @@ def was_applied(result: Any) -> bool:
 
 
 class Database:
-    """The process's Cluster, Session and prepared statements."""
+    """The process's Cluster, Session and prepared statements, and the runtime that domain code reads with them:
+    the clock it decides time by (`clock`) and the caches of what it read (`caches`, api/caches.py). Domain
+    functions take a Database, so a test that builds its own gets its own clock and empty caches."""
 
-    def __init__(self, settings: Settings, *, keyspace: str | None = None) -> None:
+    def __init__(self, settings: Settings, *, keyspace: str | None = None, clock: Clock = SYSTEM) -> None:
         self.settings = settings
+        self.clock = clock
+        self.caches = Caches(clock)
+        self._executors: dict[str, ThreadPoolExecutor] = {}
+        # Live objects this process holds for this database (work-queue consumers with their leases, object
+        # store clients): not caches, so `caches.clear()` leaves them; each is made once per key.
+        self._held: dict[Hashable, Any] = {}
+        self._held_lock = threading.RLock()  # not _lock: making a held object may connect (which takes _lock)
         self.keyspace = settings.keyspace if keyspace is None else keyspace
         self._lock = threading.Lock()
         self._cluster: Cluster | None = None
@@ -218,8 +230,37 @@ class Database:
                         f"{replication} replicas")
         return None
 
+    def executor(self, name: str, threads: int) -> ThreadPoolExecutor:
+        """The thread pool `name` of this Database (created on first use: after gunicorn forked, never before;
+        a forked child builds its own Database, so never an inherited pool whose threads did not survive)."""
+        pool = self._executors.get(name)
+        if pool is None:
+            with self._lock:
+                pool = self._executors.get(name)
+                if pool is None:
+                    pool = self._executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        return pool
+
+    def held(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The object held under `key`, made by `make()` the first time."""
+        with self._held_lock:
+            found = self._held.get(key)
+            if found is None:
+                found = self._held[key] = make()
+            return found
+
+    def release(self, key: Hashable) -> None:
+        """Stop holding the object under `key` (its owner shut it down)."""
+        with self._held_lock:
+            self._held.pop(key, None)
+
     def close(self) -> None:
+        with self._held_lock:
+            self._held.clear()
         with self._lock:
+            for pool in self._executors.values():
+                pool.shutdown(wait=False, cancel_futures=True)
+            self._executors.clear()
             if self._cluster is not None:
                 self._cluster.shutdown()
             self._cluster = self._session = None
@@ -522,6 +563,17 @@ def get_db() -> Database:
         with _db_lock:
             if _db is None or _db.pid != os.getpid():
                 _db = Database(Settings.from_env())
+    return _db
+
+
+def replace_settings(**sections: Any) -> None:
+    """Replace sections of the installed Database's settings (tests and benchmarks: e.g. `network=...`)."""
+    db = get_db()
+    db.settings = dataclasses.replace(db.settings, **sections)
+
+
+def installed_db() -> Database | None:
+    """The Database installed for this process, if any (without creating one)."""
     return _db
 
 

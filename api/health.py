@@ -36,9 +36,9 @@ def healthz():
     return {"status": "alive"}
 
 
-# Keyspace -> the latest version this process saw applied. The ledger only moves forward, so once current
-# it stays current for this code: later checks skip the ledger read.
-_schema_seen: dict[str, str] = {}
+# The latest version this process saw applied to the database's keyspace. The ledger only moves forward, so once
+# current it stays current for this code: later checks skip the ledger read.
+_SCHEMA_SEEN = "health.schema_current"
 
 
 @functools.cache
@@ -61,12 +61,13 @@ def readyz():
     try:
         body["cassandra_release"] = db.execute(RELEASE_VERSION, timeout=1.0).one().release_version
         latest = _code_latest()
-        if _schema_seen.get(db.keyspace) == latest:
+        seen = db.caches.lru(_SCHEMA_SEEN, maxsize=1)
+        if seen.get(db.keyspace) == latest:
             applied = latest
         else:
             applied, latest = schema_state(db, db.keyspace)
             if applied == latest:
-                _schema_seen[db.keyspace] = latest
+                seen.set(db.keyspace, latest)
         shortfall = db.serving_shortfall()
     except CASSANDRA_UNAVAILABLE as exc:
         return {**body, "status": "unavailable", "reason": f"Cassandra unreachable: {type(exc).__name__}"}, 503

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -12,6 +10,8 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+
+from api.config import prometheus_multiprocess_dir
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -27,7 +27,7 @@ CASSANDRA_ERRORS = Counter("chronicle_cassandra_query_errors_total", "Cassandra 
 
 def render() -> tuple[bytes, str]:
     """The exposition text: all workers' values in multiprocess mode, this process's otherwise."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if prometheus_multiprocess_dir():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -14,13 +14,14 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Flask, Response, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
-from api.errors import CASSANDRA_UNAVAILABLE
+from api.errors import CASSANDRA_UNAVAILABLE, DomainError, http_status
 
 _API_DIR = Path(__file__).resolve().parent
 
@@ -111,18 +112,24 @@ class PageError(Exception):
 
 
 def error_pages(bp: Blueprint, show: Callable[[PageError], Any]) -> None:
-    """Show every error of `bp`'s views through `show`: its PageErrors, HTTP errors (a forged cursor is a 400
-    from api/paging.py) and an unreachable database (503), never a bare 500 or a JSON body on a page."""
+    """Show every error of `bp`'s views through `show`: its PageErrors, domain errors (a forged cursor is a
+    BadCursor from api/paging.py: 400), HTTP errors and an unreachable database (503), never a bare 500 or a
+    JSON body on a page."""
     bp.register_error_handler(PageError, show)
 
     def http_error(exc: HTTPException) -> Any:
         data = getattr(exc, "data", None) or {}
         return show(PageError(exc.code or 500, exc.name, str(data.get("message") or exc.description or exc.name)))
 
+    def domain_error(exc: DomainError) -> Any:
+        status = http_status(exc)  # api/errors.py's one mapping; the title is the status phrase, as HTTP errors'
+        return show(PageError(status, HTTPStatus(status).phrase, exc.reason))
+
     def unavailable(exc: Exception) -> Any:
         return show(PageError(503, "Database unavailable",
                               f"The archive's database did not answer ({type(exc).__name__}). Try again."))
 
     bp.register_error_handler(HTTPException, http_error)
+    bp.register_error_handler(DomainError, domain_error)
     for exc_type in CASSANDRA_UNAVAILABLE:
         bp.register_error_handler(exc_type, unavailable)

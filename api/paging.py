@@ -3,6 +3,7 @@
 A cursor carries a small JSON dict (a position, never a raw driver paging_state) plus a `scope` string that
 ties it to one query (e.g. team/channel/filters), so a cursor of one listing is refused by another.
 Format: base64url(json) "." base64url(HMAC-SHA256(secret, scope + "\\n" + json)[:16]).
+A cursor that fails any check is a `BadCursor` (api/errors.py: a 400 with the reason, as JSON or as a page).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import json
 import math
 from typing import Any
 
-from flask_smorest import abort
+from api.errors import BadCursor, BadPosition
 
 _MAX_CURSOR_CHARS = 2048
+INVALID_CURSOR = "invalid cursor: pass back the `next_cursor` of the same listing unchanged"
+# The reason of a BadPosition: a signed cursor whose position the listing's own check refused.
+BAD_POSITION = "invalid cursor: not the next_cursor of this listing (or not a cursor at all)"
 
 
 def _b64(data: bytes) -> str:
@@ -38,7 +42,7 @@ def sign_cursor(position: dict[str, Any], secret: bytes, scope: str = "") -> str
 
 
 def verify_cursor(cursor: str, secret: bytes, scope: str = "") -> dict[str, Any]:
-    """The position inside a cursor made by `sign_cursor` for the same scope; 400 when forged or garbled."""
+    """The position inside a cursor made by `sign_cursor` for the same scope; BadCursor when forged or garbled."""
     try:
         if len(cursor) > _MAX_CURSOR_CHARS:
             raise ValueError("too long")
@@ -50,7 +54,7 @@ def verify_cursor(cursor: str, secret: bytes, scope: str = "") -> dict[str, Any]
         if not isinstance(position, dict) or not all(_scalar(v) for v in position.values()):
             raise ValueError("not an object of scalars")
     except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        abort(400, message="invalid cursor: pass back the `next_cursor` of the same listing unchanged")
+        raise BadCursor(INVALID_CURSOR) from None
     return position
 
 
@@ -71,3 +75,10 @@ def _scalar(value: Any) -> bool:
 def in_range(value: Any, low: int, high: int) -> bool:
     """Whether a cursor's position is an integer (not a bool) in [low, high]."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def int_position(value: Any, low: int, high: int) -> int:
+    """A cursor's integer position in [low, high]; BadPosition otherwise."""
+    if not in_range(value, low, high):
+        raise BadPosition(BAD_POSITION)
+    return value

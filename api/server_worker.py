@@ -53,7 +53,7 @@ from gunicorn.http.unreader import SocketUnreader
 from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
 from werkzeug.exceptions import RequestTimeout
 
-from api.config import Settings, env
+from api.config import Settings
 from api.server_errors import write_json_error
 
 # A head longer than this goes to a thread (read there under its deadline); gunicorn's limits still apply to it.
@@ -70,21 +70,6 @@ TRAILER_CAP = 64 * 1024
 
 _HEX = frozenset(string.hexdigits.encode())
 _EXPECT_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue[ \t]*(?=\r\n)", re.IGNORECASE)
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestLimits:
-    head_timeout: float = 10.0
-    body_timeout: float = 30.0
-    max_body_bytes: int = 1024 * 1024
-    buffer_bytes: int = 64 * 1024 * 1024
-
-    @classmethod
-    def from_env(cls) -> RequestLimits:
-        return cls(head_timeout=float(env("CHRONICLE_REQUEST_HEAD_TIMEOUT", "10")),
-                   body_timeout=float(env("CHRONICLE_REQUEST_BODY_TIMEOUT", "30")),
-                   max_body_bytes=Settings.from_env().max_body_bytes,
-                   buffer_bytes=int(env("CHRONICLE_REQUEST_BUFFER_BYTES", str(64 * 1024 * 1024))))
 
 
 class RequestDeadlineExceeded(RequestTimeout):
@@ -243,7 +228,7 @@ class ServerWorker(ThreadWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.limits = RequestLimits.from_env()
+        self.limits = Settings.from_env().requests
         self.gathering: dict[BufferedConn, None] = {}  # on the event loop (not serving); insertion order ~ age
         self.buffered_bytes = 0
         self.next_expiry = 0.0

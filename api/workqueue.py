@@ -19,6 +19,15 @@ after writing its checkpoints. Two workers therefore never process one item at t
 Fairness. A take reads every (owned shard, active group) pair, an equal share of `limit` from each, starting
 at a rotating offset: a group with 200,000 items waiting gets the same share as a group with one new item.
 
+Time. Every decision by time (due times, retry times, when a lease is renewed or stops being used, heartbeats,
+rescans, checkpoint pacing) reads the clock of the Database it is given (`db.clock`, api/clock.py), so tests
+advance a manual clock instead of sleeping. Two expiries are the node's, on purpose: the TTLs of a shard lease
+(work_shards) and of a worker's heartbeat (work_workers) count down on Cassandra's clock, which every worker
+shares whatever its own clock says, so host clock skew can never make two workers hold one shard. A lease
+holder renews by its own monotonic clock well before the TTL runs out (at half of it) and stops handing out
+a shard's items at a quarter. Cassandra write timestamps stay the driver's, except horizon_us (see
+UPDATE_HORIZON): its timestamp is the value it stores, so any clock, behind or ahead, keeps it a maximum.
+
 Delivery is at least once. A worker killed mid-batch loses nothing: the next owner re-reads every item after
 the last written checkpoint, which may include items already finished (the checkpoint is written at most once
 a second, and never closer than SETTLE_US to now). Processing must therefore be idempotent (check whether the
@@ -31,7 +40,6 @@ import dataclasses
 import json
 import math
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +47,7 @@ from typing import Any
 from cassandra import ConsistencyLevel, WriteTimeout
 from cassandra.protocol import ErrorMessage
 
+from api.clock import SYSTEM, Clock
 from api.db import Database, Params, Statement, was_applied
 
 TABLES = frozenset({"work_items", "work_buckets", "work_groups", "work_checkpoints", "work_shards",
@@ -66,7 +75,8 @@ INSERT_ITEM = Statement(
     "VALUES (:queue, :grp, :shard, :bucket, :due_us, :key, :attempt, :payload, :enqueued_us, :last_error)")
 INSERT_BUCKET = Statement("INSERT INTO work_buckets (queue, grp, shard, bucket) VALUES (?, ?, ?, ?)")
 # USING TIMESTAMP <due>: Cassandra keeps the cell with the highest timestamp, so horizon_us is the maximum due
-# time ever enqueued for the group, whatever the order the writes arrive in.
+# time ever enqueued for the group, whatever the order the writes arrive in. The timestamp is the value itself,
+# and nothing else writes or deletes this cell, so a clock behind or ahead of the node's cannot shadow a write.
 UPDATE_HORIZON = Statement(
     "UPDATE work_groups USING TIMESTAMP ? SET horizon_us = ? WHERE queue = ? AND grp = ?")
 SELECT_GROUPS = Statement("SELECT grp, horizon_us FROM work_groups WHERE queue = ? LIMIT 100000",
@@ -128,18 +138,21 @@ def shard_of(key: str) -> int:
     return zlib.crc32(key.encode()) % SHARDS
 
 
-def _now_us() -> int:
-    return time.time_ns() // 1000
+def now_us(clock: Clock = SYSTEM) -> int:
+    """`clock`'s wall time in epoch microseconds (due times, checkpoints, heartbeats)."""
+    return int(clock.time() * 1_000_000)
 
 
 # -- enqueue ----------------------------------------------------------------------------------------------
 
 def enqueue_writes(queue: str, group: str, key: str, payload: dict, *, due_at_us: int | None = None,
-                   _attempt: int = 0, _error: str | None = None) -> list[tuple[Statement, Params]]:
+                   clock: Clock = SYSTEM, _attempt: int = 0, _error: str | None = None
+                   ) -> list[tuple[Statement, Params]]:
     """The rows of one item (item, its bucket in the listing, the group's horizon), for `execute_many` together
-    with the caller's own rows. An item is never due before it is written: a due time in the past is now.
-    If the writes fail, enqueue again (a second copy is harmless: processing is idempotent)."""
-    now = _now_us()
+    with the caller's own rows. An item is never due before it is written (by `clock`: pass the `db.clock` the
+    rows are written with): a due time in the past is now. If the writes fail, enqueue again (a second copy is
+    harmless: processing is idempotent)."""
+    now = now_us(clock)
     due = max(due_at_us or now, now)
     shard, bucket = shard_of(key), due // BUCKET_US
     item = {"queue": queue, "grp": group, "shard": shard, "bucket": bucket, "due_us": due, "key": key,
@@ -153,7 +166,7 @@ def enqueue_writes(queue: str, group: str, key: str, payload: dict, *, due_at_us
 def enqueue(db: Database, queue: str, group: str, key: str, payload: dict, *, due_at_us: int | None = None
             ) -> None:
     """Put one item on `queue` for `group`, due at `due_at_us` (epoch µs; default now)."""
-    db.execute_many(enqueue_writes(queue, group, key, payload, due_at_us=due_at_us))
+    db.execute_many(enqueue_writes(queue, group, key, payload, due_at_us=due_at_us, clock=db.clock))
 
 
 # -- the reading side: one consumer per (database, queue, owner) in this process ----------------------------
@@ -185,7 +198,7 @@ class _Pair:
 
 @dataclasses.dataclass
 class _Shard:
-    lease_until: float  # monotonic
+    lease_until: float  # on the consumer's monotonic clock
     pairs: dict[str, _Pair]
 
     def busy(self) -> bool:
@@ -195,6 +208,7 @@ class _Shard:
 class _Consumer:
     def __init__(self, db: Database, queue: str, owner: str) -> None:
         self.db, self.queue, self.owner = db, queue, owner
+        self.clock = db.clock
         self.lock = threading.RLock()
         self.shards: dict[int, _Shard] = {}
         self.next_heartbeat = 0.0
@@ -204,15 +218,15 @@ class _Consumer:
 
     # -- leases -------------------------------------------------------------------------------------------
     def maintain(self, *, force: bool = False) -> None:
-        mono = time.monotonic()
+        mono = self.clock.monotonic()
         if force or mono >= self.next_heartbeat:
-            self.db.execute(HEARTBEAT, (self.queue, self.owner, _now_us(), WORKER_TTL_SECONDS))
+            self.db.execute(HEARTBEAT, (self.queue, self.owner, now_us(self.clock), WORKER_TTL_SECONDS))
             live = {r.owner for r in self.db.execute(SELECT_WORKERS, (self.queue,))}
             self.workers = max(1, len(live | {self.owner}))
             self.next_heartbeat = mono + HEARTBEAT_SECONDS
         for shard, state in list(self.shards.items()):
             if state.lease_until - mono < LEASE_SECONDS / 2:
-                started = time.monotonic()
+                started = self.clock.monotonic()
                 if self._lease_cas(RENEW, (LEASE_SECONDS, self.owner, self.queue, shard, self.owner), shard):
                     state.lease_until = started + LEASE_SECONDS
                 else:
@@ -235,7 +249,7 @@ class _Consumer:
         for shard in free:
             if len(self.shards) >= target:
                 break
-            started = time.monotonic()
+            started = self.clock.monotonic()
             if self._lease_cas(ACQUIRE, (self.queue, shard, self.owner, LEASE_SECONDS), shard):
                 pairs = {r.grp: _Pair(cp=(r.due_us, r.key, r.attempt), cursor=(r.due_us, r.key, r.attempt))
                          for r in self.db.execute(SELECT_CHECKPOINTS, (self.queue, shard))}
@@ -276,7 +290,7 @@ class _Consumer:
 
     # -- checkpoints --------------------------------------------------------------------------------------
     def flush(self, state: _Shard, shard: int, *, force: bool = False) -> None:
-        mono = time.monotonic()
+        mono = self.clock.monotonic()
         writes = []
         for grp, pair in state.pairs.items():
             if pair.cp != pair.written and (force or mono - pair.written_at >= CHECKPOINT_EVERY_SECONDS):
@@ -288,13 +302,13 @@ class _Consumer:
     def owns(self, shard: int) -> bool:
         state = self.shards.get(shard)
         # Stop handing out a shard's items well before its lease could run out.
-        return state is not None and state.lease_until - time.monotonic() > LEASE_SECONDS / 4
+        return state is not None and state.lease_until - self.clock.monotonic() > LEASE_SECONDS / 4
 
     # -- take ---------------------------------------------------------------------------------------------
     def take(self, limit: int) -> list[WorkItem]:
         self.maintain()
-        now = _now_us()
-        mono = time.monotonic()
+        now = now_us(self.clock)
+        mono = self.clock.monotonic()
         horizons = {r.grp: r.horizon_us for r in self.db.execute(SELECT_GROUPS, (self.queue,))}
         candidates: list[tuple[int, str, _Pair]] = []
         for shard in sorted(self.shards):
@@ -376,23 +390,18 @@ class _Consumer:
         if pair is None or item.pos not in pair.open:
             return
         pair.open[item.pos] = True
-        pair.advance(_now_us())
+        pair.advance(now_us(self.clock))
         self.flush(state, item.shard)
-        if state.lease_until - time.monotonic() < LEASE_SECONDS / 2:
+        if state.lease_until - self.clock.monotonic() < LEASE_SECONDS / 2:
             self.maintain()  # a long batch keeps its leases
 
 
-_consumers: dict[tuple[int, str, str, str], _Consumer] = {}
-_consumers_lock = threading.Lock()
-
-
+# Held by the Database (`db.held`), not cached: a consumer holds the leases this process took in Cassandra and the
+# items it handed out and not yet finished. Evicting one (LRU) or clearing it (Caches.clear between tests) would
+# leave its shards leased to nobody who remembers them until the TTL runs out, and drop `done` calls for items in
+# flight (their checkpoints would stall, then they would run again). Released in `stop`.
 def _consumer(db: Database, queue: str, owner: str) -> _Consumer:
-    key = (id(db), db.keyspace, queue, owner)
-    with _consumers_lock:
-        consumer = _consumers.get(key)
-        if consumer is None:
-            consumer = _consumers[key] = _Consumer(db, queue, owner)
-        return consumer
+    return db.held(("workqueue.consumer", queue, owner), lambda: _Consumer(db, queue, owner))
 
 
 def _locked(db: Database, queue: str, owner: str, fn: Callable[[_Consumer], Any]) -> Any:
@@ -417,7 +426,7 @@ def retry(db: Database, item: WorkItem, owner: str, *, due_at_us: int, error: st
     """Try `item` again at `due_at_us`: a new row (attempts + 1) in the bucket of that time, then the old one
     is finished. Until it is due it blocks nothing."""
     db.execute_many(enqueue_writes(item.queue, item.group, item.key, item.payload, due_at_us=due_at_us,
-                                   _attempt=item.attempts + 1, _error=error))
+                                   clock=db.clock, _attempt=item.attempts + 1, _error=error))
     done(db, item, owner)
 
 
@@ -425,8 +434,7 @@ def stop(db: Database, queue: str, owner: str) -> None:
     """Write the checkpoints and hand back every shard `owner` holds (a worker shutting down; a killed worker's
     leases simply expire after LEASE_SECONDS)."""
     _locked(db, queue, owner, lambda c: c.stop())
-    with _consumers_lock:
-        _consumers.pop((id(db), db.keyspace, queue, owner), None)
+    db.release(("workqueue.consumer", queue, owner))
 
 
 def backlog(db: Database, queue: str) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from api.db import Database
-from api.network import accounts, actions, likes, loader, posts, relations
+from api.network import accounts, home, likes, loader, posts, relations
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, set_network_settings
 from bench.faults_common import ADMIN_TOKEN, Attempt, Client, Phases, Scheduler, log
@@ -87,7 +87,7 @@ def setup(db: Database, name: str, followers: int, spare: int, workdir: Path, *,
     rng = random.Random(seed)
     prebuilt = set(rng.sample(follower_ids, int(len(follower_ids) * prebuild)))
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda a: actions.build_cache(db, name, a), sorted(prebuilt)))
+        list(pool.map(lambda a: home.build_cache(db, name, a), sorted(prebuilt)))
     log(f"network {name}: {followers} followers, {spare} spare accounts, {len(prebuilt)} caches built "
         f"in {time.monotonic() - started:.0f} s")
     return Network(name, follower_ids, spare_ids, prebuilt)

@@ -30,7 +30,7 @@ open-loop p99 <= 20 ms at 300 timeline pages/s offered.
      every follow, posts with their term postings, likes and counters, top lists of common terms); posts are
      dated 2026-07..10 and hold words of a fixed vocabulary ("cassandra" in ~75% of posts: a common term with a
      top list), liked 0-16 times each;
-   - every run: each reader's home cache is built again (api.network.actions.build_cache: 800 of its 3,200
+   - every run: each reader's home cache is built again (api.network.home.build_cache: 800 of its 3,200
      followed posts), so a Q4 read finds a full cache built minutes ago; a fresh tagging project over two
      authors' posts (api.tagging.service.create_project, queue filled by api.tagging.worker.run_once) with 32
      taggers (add_member) that each hold one item.
@@ -104,7 +104,7 @@ from cassandra.query import UNSET_VALUE, BatchStatement, BoundStatement
 from api.activity import service as activity
 from api.config import Settings
 from api.db import Database, Statement
-from api.network import actions, loader
+from api.network import home, loader
 from api.network.cleaning import CLEAN_POST_COLUMNS
 from api.observability import configure_logging
 from api.slack.timeutil import ts_to_us
@@ -230,7 +230,7 @@ def session_data(settings: Settings) -> dict[str, Any]:
     db = Database(settings)
     try:
         started = time.perf_counter()
-        entries = [actions.build_cache(db, NETWORK, r)["entries"] for r in READERS]
+        entries = [home.build_cache(db, NETWORK, r)["entries"] for r in READERS]
         caches = {"readers": len(READERS), "entries": sorted(set(entries)),
                   "seconds": round(time.perf_counter() - started, 1)}
         started = time.perf_counter()

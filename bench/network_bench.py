@@ -35,7 +35,19 @@ from api.cli.common import progress_bars
 from api.config import Settings
 from api.db import Database, Statement, set_db
 from api.migrations import migrate
-from api.network import accounts, actions, cleaning, generator, loader, posts, relations, timelines
+from api.network import (
+    accounts,
+    actions,
+    cleaning,
+    generator,
+    home,
+    loader,
+    post_search,
+    posts,
+    relations,
+    timelines,
+    top100,
+)
 from api.network.relations import PUT_RELATION
 from api.network.settings import NetworkSettings, set_network_settings
 from api.network.values import Post
@@ -225,7 +237,7 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
     results["q4_accounts"] = len(sample)
     t = time.perf_counter()
     for a in sample:  # build the caches (first read of each account)
-        actions.home_of(db, network, a, "newest", default_ns)
+        home.home_of(db, network, a, "newest", default_ns)
     results["q4_cache_build_s_per_account"] = round((time.perf_counter() - t) / len(sample), 4)
     # Twissandra timeline: the same posts, ids only.
     for a in sample:
@@ -241,7 +253,7 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
         return [db.session.execute(get_post, (network, p)).one() for p in ids]  # one read per post
 
     def ours(account_id: int, order: str) -> dict:
-        return actions.home_of(db, network, account_id, order, default_ns)
+        return home.home_of(db, network, account_id, order, default_ns)
 
     inproc = {
         "ours_newest": concurrent_latencies(ours, [(a, "newest") for a in sample], 16, q4_seconds / 2),
@@ -262,7 +274,7 @@ def main(keyspace: str, network: str, data: Path, scale: str, skip_load: bool, w
 
     # 5: Q2 + Q3 -----------------------------------------------------------------------------------------------------
     t = time.perf_counter()
-    snap = actions.compute_rankings(db, network)
+    snap = top100.compute_rankings(db, network)
     results["q2_q3_recompute_s"] = round(time.perf_counter() - t, 2)
     results["q2_top3"] = snap["accounts"][:3]
     say(f"Q2+Q3 in {results['q2_q3_recompute_s']} s")
@@ -361,7 +373,7 @@ def q6_bench(db: Database, network: str, clean: Path) -> dict:
         lat_index, lat_sai = [], []
         for _ in range(5):
             t = time.perf_counter()
-            got = [p.post_id for p in actions.search_posts(db, network, q, 25)]
+            got = [p.post_id for p in post_search.search_posts(db, network, q, 25)]
             lat_index.append(time.perf_counter() - t)
             t = time.perf_counter()
             stmt, params = (sai_one, (q[0],)) if len(q) == 1 else (sai_two, (q[0], q[1]))

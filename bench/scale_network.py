@@ -45,7 +45,7 @@ from typing import Any
 import click
 
 from api.db import Database, set_db
-from api.network import accounts, actions, likes, loader, posts, relations, search, timelines
+from api.network import accounts, actions, job_handlers, likes, loader, posts, relations, search, timelines
 from api.network.jobs import JobWorker
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.settings import NetworkSettings, set_network_settings
@@ -309,7 +309,7 @@ def _build(db: Database, plan: Plan, out: dict[str, Any], rng: random.Random, no
         call("delete", f"/networks/{NET}/posts/{H}/likes/{u}")
     out["hot_unlikes"] = {"count": len(unlikers), "seconds": round(time.perf_counter() - t0, 1)}
     data["hot_likes_left"] = plan.hot_likes - len(unlikers)
-    out["jobs_before_measuring"] = JobWorker(db, actions.run_job).drain().as_dict()
+    out["jobs_before_measuring"] = JobWorker(db, job_handlers.run_job).drain().as_dict()
     return data
 
 

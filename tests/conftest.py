@@ -62,6 +62,17 @@ def db(settings: Settings):
     admin.close()
 
 
+@pytest.fixture(autouse=True)
+def cold_caches():
+    """Every test starts with the caches of a cold process: no test depends on what another one read."""
+    from api.db import installed_db
+
+    installed = installed_db()
+    if installed is not None:
+        installed.caches.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def app(settings: Settings, db: Database):
     from api.app import create_app
@@ -80,17 +91,30 @@ def client(app):
 def rf3_cluster() -> list[NodeSpec]:
     """The 3-node cluster on 127.0.0.1-3:9142 (slow tests only): started once per run, whichever slow test asks
     first, and destroyed at the end. A test that stops a node leaves it stopped; `cluster_up` restarts it."""
+    import contextlib
+    import signal
+
+    from api.node.process import read_pid
+
     specs = cluster_specs(3)
     start_cluster(specs)
     yield specs
+    # Their data is deleted right after, so the nodes need no drain: SIGTERM-and-wait, node after node, cost
+    # ~20 s at the end of a run. Killed all at once; destroy() then finds them stopped and removes their folders.
+    for spec in specs:
+        pid = read_pid(spec)
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     destroy(specs)
 
 
 @pytest.fixture(scope="session")
 def rf3_keyspace(rf3_cluster: list[NodeSpec]) -> str:
     """One keyspace on the cluster (RF 3) with every migration applied, shared by the slow tests: the schema
-    takes about 100 s to migrate on three nodes here, so a run does it once. The tests keep their data apart by
-    names of their own (a network, a workspace, a table); the cluster is destroyed at the end of the run."""
+    takes 25-35 s to migrate on three nodes here (api/migrations.py sends a run's DDL to one coordinator and waits
+    for agreement once; it was ~100 s waiting after every statement), so a run does it once. The tests keep their
+    data apart by names of their own (a network, a workspace, a table); the cluster is destroyed at the end."""
     start_cluster(rf3_cluster)
     settings = dataclasses.replace(
         Settings.from_env(), contact_points=[s.address for s in rf3_cluster],

@@ -319,11 +319,14 @@ def test_an_undeclared_route_under_a_session_cookie_path_is_checked_too():
     """A route someone adds under /archive without declaring a policy: a state-changing request that carries the
     archive cookie needs the same origin and token; without the cookie, or with a bearer token, it is not
     cookie-authenticated."""
-    import api.viewer.session  # noqa: F401  (declares the /archive policy: its cookie's path)
+    from api.viewer import session
 
     app = Flask("csrf-net")
     app.config["CHRONICLE_SETTINGS"] = types.SimpleNamespace(cursor_secret=b"net-secret")
-    csrf.install(app)
+    # The archive's own blueprint declares the /archive policy (its cookie's path) in the app it joins.
+    archive = Blueprint("archive_session", __name__)
+    csrf.protect(archive, session_cookie=session.COOKIE, cookie_path=session.COOKIE_PATH, body="form", always=True)
+    app.register_blueprint(archive)
     later = Blueprint("later_pages", __name__)
 
     @later.route("/archive/later/action", methods=["GET", "POST", "DELETE"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 import structlog
 
 from api import workqueue
-from api.activity.settings import activity_settings
+from api.caches import Cache
 from api.db import Database, Params, Statement
+from api.worker_loop import run_worker
 from api.workqueue import WorkItem
 
 QUEUE = "activity_days"
@@ -32,8 +32,13 @@ HOUR_US = 3600 * 1_000_000
 
 log = structlog.get_logger("chronicle.activity")
 
-_marked: dict[tuple, None] = {}
+# Marks this process has written for their grid step (the same queue row again would change nothing).
+_MARKED = "activity.marks_written"
 _MARKED_MAX = 100_000
+
+
+def _marked(db: Database) -> Cache:
+    return db.caches.lru(_MARKED, maxsize=_MARKED_MAX)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,36 +78,30 @@ def whole_day(archive: str, account: str, at_us: int) -> Mark:
     return Mark(archive, account, at_us // (24 * HOUR_US) * 24, 24)
 
 
-def _due_us(now_us: int) -> int:
-    step = int(activity_settings().delay_seconds * 1_000_000 / 2)
+def _due_us(db: Database, now_us: int) -> int:
+    step = int(db.settings.activity.delay_seconds * 1_000_000 / 2)
     return (now_us // step + 1) * step
 
 
 def mark_writes(db: Database, marks: Iterable[Mark]) -> tuple[list[tuple[Statement, Params]], list[tuple]]:
     """The queue rows of `marks` not yet written by this process for their grid step, and the keys to pass to
     `note_marked` once written."""
-    due = _due_us(time.time_ns() // 1000)
+    due = _due_us(db, int(db.clock.time() * 1_000_000))
+    keys = _marked(db).missing((mark, due) for mark in dict.fromkeys(marks))
     writes: list[tuple[Statement, Params]] = []
-    keys = []
-    for mark in dict.fromkeys(marks):
-        key = (db.keyspace, mark, due)
-        if key in _marked:
-            continue
-        writes += workqueue.enqueue_writes(QUEUE, mark.archive, mark.key, {}, due_at_us=due)
-        keys.append(key)
+    for mark, _due in keys:
+        writes += workqueue.enqueue_writes(QUEUE, mark.archive, mark.key, {}, due_at_us=due, clock=db.clock)
     return writes, keys
 
 
-def note_marked(keys: Iterable[tuple]) -> None:
-    if len(_marked) > _MARKED_MAX:
-        _marked.clear()
-    _marked.update(dict.fromkeys(keys))
+def note_marked(db: Database, keys: Iterable[tuple]) -> None:
+    _marked(db).add_all(keys)
 
 
 def mark(db: Database, marks: Iterable[Mark]) -> None:
     writes, keys = mark_writes(db, marks)
     db.execute_many(writes)
-    note_marked(keys)
+    note_marked(db, keys)
 
 
 def backlog(db: Database) -> dict:
@@ -131,7 +130,7 @@ class DirtyWorker:
                  retry_seconds: float = 10.0) -> None:
         self.db, self.rebuild = db, rebuild
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.batch = batch or activity_settings().batch
+        self.batch = batch or db.settings.activity.batch
         self.retry_seconds = retry_seconds
 
     def run_once(self) -> Stats:
@@ -144,7 +143,7 @@ class DirtyWorker:
             try:
                 stats.days += self.rebuild(self.db, archive, [Mark.from_item(i) for i in group])
             except Exception as exc:  # noqa: BLE001 - one archive's failure must not stop the others
-                due = int((time.time() + self.retry_seconds) * 1_000_000)
+                due = int((self.db.clock.time() + self.retry_seconds) * 1_000_000)
                 for item in group:
                     workqueue.retry(self.db, item, self.owner, due_at_us=due, error=repr(exc)[:500])
                 stats.retried += len(group)
@@ -174,18 +173,9 @@ class DirtyWorker:
             interval: float | None = None) -> None:
         """Rebuild due marks until `stop()`; when nothing is due, sleep a quarter of the delay (so a change is in
         its day within about three quarters of the delay)."""
-        pause = interval if interval is not None else activity_settings().delay_seconds / 4
-        try:
-            while not stop():
-                stats = self.run_once()
-                if on_pass:
-                    on_pass(stats)
-                if stats.marks + stats.retried == 0:
-                    deadline = time.monotonic() + pause
-                    while not stop() and time.monotonic() < deadline:
-                        time.sleep(min(0.5, pause))
-        finally:
-            self.stop()
+        pause = interval if interval is not None else self.db.settings.activity.delay_seconds / 4
+        run_worker(self.run_once, idle=lambda stats: stats.marks + stats.retried == 0, clock=self.db.clock,
+                   interval=pause, stop=stop, on_pass=on_pass, finish=self.stop)
 
     def stop(self) -> None:
         workqueue.stop(self.db, QUEUE, self.owner)

@@ -3,8 +3,6 @@ list of dates, with the events or per-kind counts."""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from flask import current_app
@@ -27,9 +25,6 @@ blp = Blueprint("activity", __name__, description="Per-account, per-day activity
 _ERRORS = {401: "missing or unknown token", 403: "token not allowed for this workspace",
            404: "no such workspace, user, network or account", 422: "invalid parameters (the reason is given)",
            500: "a stored day this version cannot decode (unknown codec or format)", 503: "database unavailable"}
-_PRIVATE_TTL = 10.0  # seconds a process trusts its list of a workspace's private channels
-_private_cache: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
-_private_lock = threading.Lock()
 
 
 _errors = error_responses(blp, _ERRORS)
@@ -51,22 +46,6 @@ def _answer(archive: Archive, account: str, args: dict[str, Any], hidden: frozen
     return {"archive": archive.name, "account": account, "time_zone": zone, "days": found}
 
 
-def private_channels(team_id: str) -> frozenset[str]:
-    """The workspace's private(-converted) channels, from its channel index (one partition), cached briefly."""
-    key = (get_db().keyspace, team_id)
-    now = time.monotonic()
-    with _private_lock:
-        hit = _private_cache.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    found = frozenset(r.channel_id for r in channels.every_indexed(get_db(), team_id) if r.visibility == "private")
-    with _private_lock:
-        if len(_private_cache) > 10_000:
-            _private_cache.clear()
-        _private_cache[key] = (now + _PRIVATE_TTL, found)
-    return found
-
-
 @blp.route("/slack/teams/<team_id>/users/<user_id>/activity", methods=["GET"],
            parameters=path_parameters("team_id", "user_id"))
 @blp.arguments(ActivityArgs, location="query")
@@ -79,7 +58,8 @@ def slack_user_activity(args: dict[str, Any], team_id: str, user_id: str):
     if not is_slack_id(team_id) or not is_slack_id(user_id):
         abort(404, message="no such id")
     grant = require_workspace(current_app.config["CHRONICLE_SETTINGS"], team_id)
-    hidden = frozenset() if grant.private else private_channels(team_id)
+    # The one private-channel set (channels.py, cached in db.caches): search and the pages hide the same ones.
+    hidden = frozenset() if grant.private else channels.private_channels(get_db(), team_id)
     return _answer(Archive.slack(team_id), user_id, args, hidden)
 
 

@@ -4,7 +4,6 @@ worker, print days."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from datetime import date
 from typing import Any
@@ -23,6 +22,7 @@ from api.cli.common import (
     progress_bars,
 )
 from api.db import get_db
+from api.worker_loop import StopOnSignal
 
 _CODES = "Exit codes: 0 done, 1 failed (a write, or a stored day this version cannot decode), 2 usage error, " \
          "3 Cassandra unreachable."
@@ -115,11 +115,7 @@ def worker(once: bool) -> None:
         if once:
             emit(runner.drain().as_dict())
             return
-        stopping = {"flag": False}
         total = dirty.Stats()
-
-        def _stop(signum: int, _frame: Any) -> None:
-            stopping["flag"] = True
 
         def on_pass(stats: dirty.Stats) -> None:
             total.marks += stats.marks
@@ -128,9 +124,8 @@ def worker(once: bool) -> None:
             if stats.marks or stats.retried:
                 click.echo(f"marks={stats.marks} days={stats.days} retried={stats.retried}", err=True)
 
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
-        runner.run(stop=lambda: stopping["flag"], on_pass=on_pass)
+        with StopOnSignal("pass", say=lambda line: click.echo(line, err=True)).installed() as stopping:
+            runner.run(stop=stopping, on_pass=on_pass)
         emit(total.as_dict())
 
 

@@ -42,7 +42,22 @@ from api.cli.common import (
 )
 from api.config import Settings
 from api.db import get_db
-from api.network import accounts, actions, cleaning, generator, loader, posts, rankings, search
+from api.network import (
+    accounts,
+    actions,
+    celebrities,
+    cleaning,
+    generator,
+    home,
+    job_handlers,
+    loader,
+    maintenance,
+    post_search,
+    posts,
+    rankings,
+    search,
+    top100,
+)
 from api.network.common import parse_iso, valid_network_name
 from api.network.settings import network_settings
 from api.network.values import Account
@@ -286,7 +301,7 @@ def q4(network: str, account_id: int, order: str) -> None:
     reuses a ranking by likes for CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE seconds)."""
     with cassandra_errors():
         _account(network, account_id)
-        emit(actions.home_of(get_db(), network, account_id, order, fresh=True))
+        emit(home.home_of(get_db(), network, account_id, order, fresh=True))
 
 
 @query.command(short_help="Q6: the 25 most-liked posts with all WORDS.")
@@ -298,7 +313,7 @@ def q6(network: str, words: tuple[str, ...]) -> None:
     if not parsed:
         fail("give at least one word (letters or digits)", EXIT_USAGE)
     with cassandra_errors():
-        found = actions.search_posts(get_db(), network, parsed, network_settings().page_size)
+        found = post_search.search_posts(get_db(), network, parsed, network_settings().page_size)
         emit({"words": parsed, "posts": found.posts, "exact": found.exact})
 
 
@@ -344,13 +359,13 @@ def post(network: str, author_id: int | None, content: str | None, posted_at: st
             author = accounts.get_account(db, network, author_id_)
             if author is None:
                 fail(f"author {author_id_} not found in network {network}", EXIT_NOT_FOUND)
-            if dry_run:
-                out.append({"author_id": author_id_, "would_fan_out_to": author.follower_count})
-                continue
             started = time.perf_counter()
-            new_post, fanned = actions.create_post(db, network, author, text,
+            new_post, fanned = actions.create_post(db, network, author, text, dry_run=dry_run,
                                                    posted_at=parse_iso(when) if when else None)
             seconds = time.perf_counter() - started
+            if dry_run:
+                out.append({"author_id": author_id_, "would_fan_out_to": fanned})
+                continue
             out.append({"post_id": new_post.post_id, "author_id": author_id_, "posted_at": new_post.posted_at,
                         "fanned_out_to": fanned, "seconds": round(seconds, 3)})
             advance(1)
@@ -373,7 +388,7 @@ def init_cache(network: str, account_id: int, dry_run: bool) -> None:
         db = get_db()
         if accounts.get_account(db, network, account_id) is None:
             fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
-        emit(actions.build_cache(db, network, account_id, dry_run=dry_run))
+        emit(home.build_cache(db, network, account_id, dry_run=dry_run))
 
 
 @network.command("rankings", context_settings=CONTEXT, short_help="Q2+Q3 job: append a top-100 snapshot.")
@@ -392,7 +407,7 @@ def compute_rankings(network: str, every: int | None, dry_run: bool, summary: bo
     with cassandra_errors():
         db = get_db()
         while True:
-            result = actions.compute_rankings(db, network, dry_run=dry_run)
+            result = top100.compute_rankings(db, network, dry_run=dry_run)
             if summary:
                 result = {**result, "accounts": result["accounts"][:5], "followers": result["followers"][:5]}
             emit(result)
@@ -412,7 +427,7 @@ def apply_threshold(network: str, dry_run: bool) -> None:
     Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
     """
     with cassandra_errors():
-        emit(actions.apply_threshold(get_db(), network, dry_run=dry_run))
+        emit(celebrities.apply_threshold(get_db(), network, dry_run=dry_run))
 
 
 @network.command("index-terms", context_settings=CONTEXT, short_help="Job: rebuild the Q6 top lists of terms.")
@@ -439,7 +454,7 @@ def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, d
             advance = bars("terms", len(wanted))
             out = []
             for term in wanted:
-                out.append(actions.rebuild_term_top(db, network, term, dry_run=dry_run))
+                out.append(post_search.rebuild_term_top(db, network, term, dry_run=dry_run))
                 advance(1)
         emit({"network": network, "dry_run": dry_run, "terms": out})
 
@@ -458,7 +473,7 @@ def reconcile(network: str, account_ids: tuple[int, ...], post_ids: tuple[int, .
     Exit codes: 0 done (drift repaired or none), 2 usage error, 3 Cassandra unreachable.
     """
     with cassandra_errors():
-        emit(actions.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
+        emit(maintenance.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
                                       dry_run=dry_run))
 
 
@@ -476,34 +491,27 @@ def worker(once: bool, interval: float, batch_size: int) -> None:
 
     Exit codes: 0 done (--once) or stopped by a signal, 1 some jobs failed for good, 3 Cassandra unreachable.
     """
-    import signal
-
     from api.network.jobs import JobWorker, Stats
+    from api.worker_loop import StopOnSignal
 
     with cassandra_errors():
         db = get_db()
         db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
-        job_worker = JobWorker(db, actions.run_job, batch_size=batch_size)
-        click.echo(f"network job worker {job_worker.owner}: keyspace={db.keyspace}", err=True)
+        job_worker = JobWorker(db, job_handlers.run_job, batch_size=batch_size)
         total = Stats()
-        stopping = {"flag": False}
-
-        def _stop(signum, _frame) -> None:
-            stopping["flag"] = True
-            click.echo(f"signal {signum}: finishing the current job, then stopping", err=True)
-
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
 
         def on_pass(stats: Stats) -> None:
             total.add(stats)
             if stats.total():
                 click.echo(f"done={stats.done} retried={stats.retried} failed={stats.failed}", err=True)
 
-        if once:
-            total = job_worker.drain()
-        else:
-            job_worker.run(interval=interval, stop=lambda: stopping["flag"], on_pass=on_pass)
+        with StopOnSignal("job", say=lambda line: click.echo(line, err=True)).installed() as stopping:
+            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+            click.echo(f"network job worker {job_worker.owner}: keyspace={db.keyspace}", err=True)
+            if once:
+                job_worker.drain(until=stopping, on_pass=on_pass)
+            else:
+                job_worker.run(interval=interval, stop=stopping, on_pass=on_pass)
         emit(total.as_dict())
     if total.failed:
         sys.exit(EXIT_FAILED)
@@ -532,4 +540,4 @@ def drop(name: str, dry_run: bool, yes: bool) -> None:
                 advances[table] = bars(table[:12], None)
             advances[table](n)
 
-        emit(actions.drop_network(get_db(), name, dry_run=dry_run, progress=progress))
+        emit(maintenance.drop_network(get_db(), name, dry_run=dry_run, progress=progress))

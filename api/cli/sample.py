@@ -21,7 +21,7 @@ def load(dry_run: bool) -> None:
 
     Idempotent: loading twice leaves the same state. Exit codes: 0 loaded, 3 Cassandra unreachable.
     """
-    from api.network import actions
+    from api.network import top100
     from api.network.sample import SAMPLE_NETWORK
     from api.network.sample import load_sample as load_network_sample
     from api.slack.sample import load_sample as load_slack_sample
@@ -39,7 +39,7 @@ def load(dry_run: bool) -> None:
                 click.echo(f"sample {name}: {summary}")
             # One run of the periodic Q2/Q3 job, so the served sample answers the ranking endpoints at once
             # (each load appends a snapshot to the time series, as each run of the job does).
-            snapshot = actions.compute_rankings(db, SAMPLE_NETWORK)
+            snapshot = top100.compute_rankings(db, SAMPLE_NETWORK)
             click.echo(f"sample network: Q2/Q3 snapshot {snapshot['snapshot_id']} in {snapshot['seconds']} s")
             # After the Slack sample: the tagging project's items are its messages. New tokens each load.
             click.echo(f"sample tagging: {load_tagging_sample(db)}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import signal
 import sys
 from typing import Any
 
@@ -61,12 +60,11 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
     (with --fail-on-error), 2 bad configuration, 3 Cassandra unreachable.
     """
     from api.slack.files import FileWorker, Stats
-    from api.slack.settings import SlackSettings
+    from api.worker_loop import StopOnSignal
 
-    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
-        slack_settings = SlackSettings.from_env()
     db = _database(keyspace)
     settings = db.settings
+    slack_settings = settings.slack
     if not slack_settings.bot_token and not slack_settings.bot_tokens:
         click.echo("warning: no CHRONICLE_SLACK_BOT_TOKEN(S): every download will fail", err=True)
     try:
@@ -75,16 +73,7 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
             worker = FileWorker(db, slack_settings)
             store = (f"s3://{slack_settings.s3_bucket}" if slack_settings.s3_bucket
                      else slack_settings.files_root)
-            click.echo(f"slack file worker {worker.owner}: keyspace={settings.keyspace} store={store}", err=True)
             total = Stats()
-            stopping = {"flag": False}
-
-            def _stop(signum, _frame) -> None:
-                stopping["flag"] = True
-                click.echo(f"signal {signum}: finishing the current file, then stopping", err=True)
-
-            signal.signal(signal.SIGTERM, _stop)
-            signal.signal(signal.SIGINT, _stop)
             passes = {"n": 0}
 
             def on_pass(stats: Stats) -> None:
@@ -94,20 +83,13 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
                     click.echo(f"pass {passes['n']}: stored={stats.stored} retried={stats.retried} "
                                f"failed={stats.failed} skipped={stats.skipped}", err=True)
 
-            def should_stop() -> bool:
-                return stopping["flag"] or (max_passes > 0 and passes["n"] >= max_passes)
-
-            if once:
-                try:
-                    while not stopping["flag"]:
-                        stats = worker.run_once()
-                        on_pass(stats)
-                        if stats.total() + stats.skipped == 0:
-                            break
-                finally:
-                    worker.stop()
-            else:
-                worker.run(interval=interval, stop=should_stop, on_pass=on_pass)
+            with StopOnSignal("file", say=lambda line: click.echo(line, err=True)).installed() as stopping:
+                # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+                click.echo(f"slack file worker {worker.owner}: keyspace={settings.keyspace} store={store}",
+                           err=True)
+                # --once: the files due now, then exit; --max-passes bounds either mode.
+                worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
+                           max_passes=max(0, max_passes))
     finally:
         db.close()
     click.echo(f"total: stored={total.stored} retried={total.retried} failed={total.failed} "
@@ -245,9 +227,9 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
     5 the token was refused, 6 the token lacks a scope, 7 rate limited beyond --rate-wait-budget.
     """
     from api.slack.backfill import Backfill, BackfillError, Options
-    from api.slack.settings import SlackSettings
 
-    slack_settings = SlackSettings.from_env()
+    db = _database(keyspace)
+    slack_settings = db.settings.slack
     token = slack_settings.token_for(team_id)
     if not token:
         fail(f"no bot token for {team_id}: set CHRONICLE_SLACK_BOT_TOKENS={team_id}=xoxb-... "
@@ -255,7 +237,6 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
     wanted = frozenset(channels) if channels else None
     options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,
                       channels=wanted, dry_run=dry_run, rate_wait_budget=rate_wait_budget)
-    db = _database(keyspace)
     codes = {"bad_token": EXIT_BAD_TOKEN, "missing_scope": EXIT_MISSING_SCOPE, "rate_limited": EXIT_RATE_LIMITED}
     try:
         with cassandra_errors(), progress_bars(progress) as bar:
@@ -441,7 +422,6 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
     from api.slack.reports import blocks, render, service
     from api.slack.reports.anonymise import anonymise as anonymised_copy
     from api.slack.reports.period import BadPeriod, Period, last_full_week
-    from api.slack.settings import SlackSettings
 
     with fail_on(ValueError, BadPeriod, code=EXIT_USAGE, prefix="bad --start: "):
         period = Period(dt.date.fromisoformat(start), days) if start else \
@@ -473,7 +453,7 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
     if post:
         users = tuple(u.strip() for u in dm_users.split(",") if u.strip()) if dm_users is not None else None
         with fail_on(blocks.PostError, code=EXIT_FAILED):
-            delivery = service.post(document, SlackSettings.from_env(), channel=channel, per_channel=per_channel,
+            delivery = service.post(document, db.settings.slack, channel=channel, per_channel=per_channel,
                                     dm_users=users, anonymised=anonymise)
         click.echo(json.dumps({"posted": delivery.posted, "skipped": delivery.skipped}), err=True)
 

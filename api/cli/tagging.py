@@ -4,7 +4,6 @@ keep queues filled, check the figures against the effort log."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 from typing import Any
@@ -21,6 +20,7 @@ from api.cli.common import (
     fail,
     progress_bars,
 )
+from api.config import tagging_tick
 from api.db import get_db
 from api.tagging import projects, reconcile, service, worker
 
@@ -155,7 +155,7 @@ def run_worker() -> None:
     """Own each project no other worker owns (a lease), and pass over it every CHRONICLE_TAGGING_TICK
     seconds (default 1): expired leases back to the queue, queues topped up, figures updated. Stops on
     SIGTERM/SIGINT after the current pass and hands its projects back."""
-    tick = float(os.environ.get("CHRONICLE_TAGGING_TICK", "1"))
+    tick = tagging_tick()
     stop = threading.Event()
 
     def _stop(signum: int, _frame: Any) -> None:

@@ -1,57 +1,44 @@
-"""Operations of the follower network that span table families, in one place.
+"""What a user does in a follower network, each a write across table families: post (Q5) and delete a post,
+like and unlike, follow and unfollow.
 
 Each table family has one owner module (accounts, relations, posts, search, likes, timelines, rankings) that
-holds its statements and reads/writes only its own tables; the owners import nothing from each other. What
-must touch several families goes here: creating and deleting a post (posts, term index, followers' caches),
-like/unlike (likes, the published counts on the post and its postings), follow/unfollow (relations, counts,
-celebrity marks, caches), the Q4 home page (caches, accounts, celebrity merge), Q6 (term index confirmed by the
-posts), and the jobs: the Q2/Q3 snapshot, promotion and demotion of celebrities, term top lists, reconcile.
-HTTP routes and admin commands call these functions; they are the only callers of more than one owner.
+holds its statements and reads/writes only its own tables; the owners import nothing from each other. An action
+calls several: a post is its rows (posts), its postings (search), its fan-out to followers' caches (timelines);
+a like is the liker's claim and counter (likes) and the count published on the post and its postings; a follow
+is the relation (relations), the counts (accounts), the follower's cache (home.py). Each also writes the activity
+log and marks both accounts' activity days. HTTP routes and admin commands call these functions.
 
-No request does work proportional to an account's followers or a post's likes, except the fan-out of a post
-to its author's followers (bounded by the hybrid threshold: celebrities are merged at read time instead). Such
-work goes on the network's job queue (jobs.py) and `run_job` does it in `chronicle network worker`.
+No action does work proportional to an account's followers or a post's likes, except the fan-out of a post to
+its author's followers (bounded by the hybrid threshold: celebrities are merged at read time instead). Such work
+goes on the network's job queue (jobs.py); job_handlers.py does it in `chronicle network worker`.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import heapq
-import os
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-from cassandra import ConsistencyLevel
-
 from api.activity import dirty
-from api.db import Database, read_level
+from api.db import Database
 from api.network import (
     accounts,
     activity_log,
+    home,
     jobs,
     likes,
     post_requests,
     posts,
-    rankings,
     relations,
     search,
     timelines,
 )
-from api.network.common import heaviest, new_post_id, now_ms, to_utc
-from api.network.relations import FOLLOWER, FOLLOWS
+from api.network.common import new_post_id, to_utc
+from api.network.relations import FOLLOWER
 from api.network.settings import NetworkSettings, network_settings
-from api.network.timelines import FUTURE_SLACK, CacheState
+from api.network.timelines import FUTURE_SLACK
 from api.network.values import Account, Post
-
-log = structlog.get_logger("chronicle.network")
-
-_SLACK = 25  # extra cache rows read so a few skipped rows (deleted posts, unfollowed authors) need no rebuild
 
 
 class FuturePost(ValueError):
@@ -62,12 +49,16 @@ class FuturePost(ValueError):
 def create_post(db: Database, network: str, author: Account, content: str, *,
                 posted_at: datetime | None = None, language: str | None = None, country: str | None = None,
                 latitude: float | None = None, longitude: float | None = None, post_id: int | None = None,
-                ns: NetworkSettings | None = None) -> tuple[Post, int]:
+                ns: NetworkSettings | None = None, dry_run: bool = False) -> tuple[Post, int]:
     """Q5: write a post, index it, then fan it out to its author's followers' home caches. Returns (post,
-    caches written). A post dated more than a few minutes ahead is refused (FuturePost): caches rely on it."""
+    caches written). A post dated more than a few minutes ahead is refused (FuturePost): caches rely on it.
+    `dry_run`: the same checks, nothing written; the count is the caches the fan-out would write."""
     post = Post(post_id=post_id or new_post_id(), author_id=author.account_id, posted_at=_post_time(posted_at),
                 author_username=author.username, content=content, language=language, country=country,
                 latitude=latitude, longitude=longitude)
+    if dry_run:
+        celebrity = accounts.is_celebrity(db, network, author.account_id)
+        return post, 0 if celebrity else relations.count(db, network, author.account_id, FOLLOWER)
     return post, _write_post(db, network, post, ns)
 
 
@@ -124,8 +115,8 @@ def _write_post(db: Database, network: str, post: Post, ns: NetworkSettings | No
         db.execute_many(search.posting_writes(network, post, indexed))
     else:
         buckets, grown = search.index_post(db, network, post)
-        db.execute_many([posts.term_buckets_write(network, post.post_id, buckets)]
-                        + [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term)])
+        top_jobs = [w for term in grown for w in jobs.job_writes(network, jobs.TERM_TOP, term, clock=db.clock)]
+        db.execute_many([posts.term_buckets_write(network, post.post_id, buckets), *top_jobs])
     return fan_out(db, network, post, ns=ns)
 
 
@@ -149,7 +140,7 @@ def delete_post(db: Database, network: str, post: Post) -> int:
     buckets = posts.term_buckets(db, network, post.post_id)
     liked = likes.count(db, network, post.post_id)
     db.execute_many(search.delete_writes(network, post, buckets, search.top_states(db, network, buckets))
-                    + jobs.job_writes(network, jobs.PURGE_LIKES, post.post_id))
+                    + jobs.job_writes(network, jobs.PURGE_LIKES, post.post_id, clock=db.clock))
     posts.delete_post_rows(db, network, post)
     _mark_active(db, network, [(post.author_id, _us(post.posted_at))])
     return liked
@@ -186,24 +177,24 @@ def like(db: Database, network: str, post: Post, user_id: int, buckets: dict[str
     liked_at = datetime.now(UTC)
     applied = likes.claim_like(db, network, post.post_id, user_id, liked_at)
     logged, keys = _log_writes(db, network, "like", user_id, post.author_id, post.post_id) if applied else ([], [])
-    count = _publish_likes(db, network, post, buckets,
+    count = publish_likes(db, network, post, buckets,
                            counted=[likes.count_change(network, post.post_id, +1)] if applied else [],
                            beside=likes.like_done_writes(network, post.post_id, user_id, liked_at) + logged)
-    dirty.note_marked(keys)
+    dirty.note_marked(db, keys)
     return count
 
 
 def unlike(db: Database, network: str, post: Post, user_id: int, buckets: dict[str, int] | None = None) -> int:
     applied = likes.claim_unlike(db, network, post.post_id, user_id)
     logged, keys = _log_writes(db, network, "unlike", user_id, post.author_id, post.post_id) if applied else ([], [])
-    count = _publish_likes(db, network, post, buckets,
+    count = publish_likes(db, network, post, buckets,
                            counted=[likes.count_change(network, post.post_id, -1)] if applied else [],
                            beside=likes.unlike_done_writes(network, post.post_id, user_id) + logged)
-    dirty.note_marked(keys)
+    dirty.note_marked(db, keys)
     return count
 
 
-def _publish_likes(db: Database, network: str, post: Post, buckets: dict[str, int] | None = None, *,
+def publish_likes(db: Database, network: str, post: Post, buckets: dict[str, int] | None = None, *,
                    counted: list[tuple[Any, Any]] = (), beside: list[tuple[Any, Any]] = ()) -> int:
     """Write a like's counter change (`counted`), read the count, and copy it onto the post's rows and postings
     (and top lists where it reaches the floor); `beside`, the like's other writes, go out with the counter
@@ -249,10 +240,10 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     db.execute_together(relations.follow_writes(network, follower, followee)
                     + (accounts.count_writes(network, a, b, +1) if changed else [])
                     + [timelines.excluded_write(network, a, b, False),
-                       timelines.ranking_stale_write(network, a, datetime.now(UTC))]
+                       timelines.ranking_stale_write(network, a, home.ranking_now(db))]
                     + (list(relations.mark_writes(network, [a], b)) if known_celebrity else [])
                     + logged)
-    dirty.note_marked(keys)
+    dirty.note_marked(db, keys)
     # Read after the followee-side row is written: a promotion job that missed this follower in its follower
     # list has already put the followee in the celebrity set, so this read sees it and marks the follower.
     celebrity_f = accounts.start_is_celebrity(db, network, b)
@@ -264,7 +255,7 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     if known_celebrity:  # demoted since the first read: the mark written above goes
         relations.unmark_celebrity_followed(db, network, [a], b)
     if changed:
-        _add_author_to_cache(db, ns, network, a, b)
+        home.add_followee_posts(db, ns, network, a, b)
         if ns.is_celebrity(followee.follower_count):
             jobs.enqueue(db, network, jobs.CELEBRITY, b)
             return FollowResult(changed, follower, followee, True)
@@ -283,10 +274,10 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     db.execute_together(relations.unfollow_writes(network, a, b)
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
                     + [timelines.excluded_write(network, a, b, True),
-                       timelines.ranking_stale_write(network, a, datetime.now(UTC))]
+                       timelines.ranking_stale_write(network, a, home.ranking_now(db))]
                     + list(relations.unmark_writes(network, [a], b))
                     + logged)
-    dirty.note_marked(keys)
+    dirty.note_marked(db, keys)
     celebrity_f = accounts.start_is_celebrity(db, network, b) if changed else None
     follower, followee = _with_fresh_counts(db, network, follower, followee)
     if celebrity_f is not None and followee.follower_count < ns.demote_below and accounts.is_celebrity_from(
@@ -301,417 +292,3 @@ def _with_fresh_counts(db: Database, network: str, follower: Account, followee: 
     f, g = counts[follower.account_id], counts[followee.account_id]
     return (dataclasses.replace(follower, follower_count=f[0], follows_count=f[1]),
             dataclasses.replace(followee, follower_count=g[0], follows_count=g[1]))
-
-
-def _add_author_to_cache(db: Database, ns: NetworkSettings, network: str, account_id: int, author_id: int) -> int:
-    """After a follow: put the new followee's recent posts into the follower's cache, if it has one."""
-    state = timelines.get_state(db, network, account_id, fresh=True)
-    if state is None:
-        return 0  # no cache yet: it is built, complete, on the first read
-    recent = posts.posts_of_author(db, network, author_id, ns.cache_cap)
-    if state.complete and len(recent) >= ns.cache_cap:
-        # The followee may have older posts than the ones added: the cache is no longer complete.
-        timelines.drop_state(db, network, account_id)
-        return 0
-    since = state.valid_from()
-    return timelines.add_to_caches(db, ns, network, [p for p in recent if since is None or p.posted_at >= since],
-                                   [account_id])
-
-
-# -- celebrities (jobs) ----------------------------------------------------------------------------------------
-def promote(db: Database, network: str, author_id: int, follower_count: int) -> int:
-    """Merge an author at read time from now on: mark it on every follower, then add it to the set (fan-out
-    stops), then mark followers who arrived meanwhile. Proportional to its followers: a job."""
-    marked = relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
-                                               author_id)
-    accounts.add_celebrity(db, network, author_id, follower_count)
-    record_post_times(db, network, [author_id])  # after the add: a post fanned out meanwhile is in posts_by_author
-    return marked + relations.mark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER),
-                                                      author_id)
-
-
-_NEVER_POSTED = datetime.fromtimestamp(0, UTC)
-
-
-def record_post_times(db: Database, network: str, author_ids: list[int]) -> int:
-    """Record when each of these celebrities last posted, from its newest post (after its promotion, or after a
-    load added posts): Q4 then skips the ones that did not post since a page's window. Returns the rows written."""
-    # At LOCAL_QUORUM: a post written (at LOCAL_QUORUM) before this read must be seen, or the time recorded would
-    # make Q4 skip it.
-    token = read_level.set(ConsistencyLevel.LOCAL_QUORUM)
-    try:
-        newest = {a: posts.posts_of_author(db, network, a, 1) for a in author_ids}
-    finally:
-        read_level.reset(token)
-    return db.execute_many(accounts.post_time_write(network, a, got[0].posted_at if got else _NEVER_POSTED)
-                           for a, got in newest.items())
-
-
-def demote(db: Database, ns: NetworkSettings, network: str, author_id: int) -> int:
-    """Fan an author out again: its newest posts into every follower's cache first, then out of the set (fan-out
-    resumes), then the marks go. Proportional to its followers: a job."""
-    followers = relations.ids(db, network, author_id, FOLLOWER)
-    written = timelines.add_to_caches(db, ns, network, posts.posts_of_author(db, network, author_id, ns.cache_cap),
-                                      followers)
-    accounts.remove_celebrity(db, network, author_id)
-    relations.unmark_celebrity_followed(db, network, relations.ids(db, network, author_id, FOLLOWER), author_id)
-    return written
-
-
-def settle_celebrity(db: Database, network: str, account_id: int, ns: NetworkSettings | None = None
-                     ) -> dict[str, Any]:
-    """The celebrity job: promote the account if its current follower count is at or above the threshold,
-    demote it if it is below threshold x (1 - hysteresis), else leave it as it is (idempotent)."""
-    ns = ns or network_settings()
-    followers = accounts.fresh_counts(db, network, [account_id])[account_id][0]
-    celebrity = accounts.is_celebrity(db, network, account_id)
-    if not celebrity and ns.is_celebrity(followers):
-        return {"account_id": account_id, "followers": followers, "promoted": True,
-                "marked": promote(db, network, account_id, followers)}
-    if celebrity and followers < ns.demote_below:
-        return {"account_id": account_id, "followers": followers, "demoted": True,
-                "cached": demote(db, ns, network, account_id)}
-    return {"account_id": account_id, "followers": followers, "unchanged": True}
-
-
-def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = None, *, dry_run: bool = False
-                    ) -> dict[str, Any]:
-    """Make the celebrity set match the threshold in force exactly (after a change of the setting, or after a
-    load): promote accounts at or above it, demote the others, and record when each celebrity last posted. A
-    job (reads every count of the network)."""
-    ns = ns or network_settings()
-    wanted = {a: f for a, f, _ in accounts.all_counts(db, network) if ns.is_celebrity(f)}
-    current, _threshold = accounts.celebrities(db, network)
-    to_promote = sorted(set(wanted) - set(current))
-    to_demote = sorted(set(current) - set(wanted))
-    if not dry_run:
-        for a in to_promote:
-            promote(db, network, a, wanted[a])
-        for a in to_demote:
-            demote(db, ns, network, a)
-        record_post_times(db, network, sorted(set(wanted) - set(to_promote)))  # promote recorded the others
-        accounts.record_threshold(db, network, ns.hybrid_threshold if ns.hybrid else 0, datetime.now(UTC))
-    return {"dry_run": dry_run, "celebrities": len(wanted), "promoted": to_promote, "demoted": to_demote}
-
-
-# -- home caches and Q4 ----------------------------------------------------------------------------------------
-def _newest_followed(db: Database, ns: NetworkSettings, network: str, account_id: int) -> tuple[list[Post], bool, int]:
-    celebrities = relations.followed_celebrities(db, network, account_id, fresh=True)
-    authors = [a for a in relations.ids(db, network, account_id, FOLLOWS) if a not in celebrities]
-    newest, complete = posts.newest_posts_of(db, network, authors, ns.cache_cap)
-    return newest, complete, len(authors)
-
-
-def build_cache(db: Database, network: str, account_id: int, ns: NetworkSettings | None = None, *,
-                dry_run: bool = False) -> dict[str, Any]:
-    """Build one account's home cache from scratch: the newest `cap` posts of the accounts it follows, except
-    celebrities. A dry run computes what the cache would hold and writes nothing."""
-    ns = ns or network_settings()
-    newest, complete, authors = _newest_followed(db, ns, network, account_id)
-    summary = {"entries": len(newest), "complete": complete, "followed_authors": authors}
-    if dry_run:
-        return {"dry_run": True, **summary}
-    state = timelines.write_build(db, ns, network, account_id, newest, complete)
-    return {"built_at": state.built_at, "cutoff": state.cutoff, **summary}
-
-
-def home_of(db: Database, network: str, account_id: int, order: str = "newest",
-            ns: NetworkSettings | None = None, *, fresh: bool = False) -> dict[str, Any] | None:
-    """Q4: the account's counts and the 25 newest, or the 25 most-liked, posts of its home timeline (the
-    newest `cap` posts of the accounts it follows); None when the account is unknown.
-
-    By likes, a ranking of the window made less than `likes_rank_max_age` seconds ago is reused (twice that:
-    reused while it is ranked again in the background): the page is its best posts by their current like
-    counts, without those deleted since. The reader's own follows and a cache rebuild re-rank at once.
-    `fresh` ranks now whatever the setting (admin commands).
-    """
-    ns = ns or network_settings()
-    if order == "likes" and ns.likes_rank_max_age > 0 and not fresh:
-        served = _home_from_ranking(db, ns, network, account_id)
-        if served is not _NOT_RANKED:
-            return served
-    return _home_computed(db, ns, network, account_id, order)
-
-
-_NOT_RANKED = object()  # no usable ranking: rank the window now
-_RANKING_KEPT = 2  # x page size: post ids a ranking keeps, so posts deleted since still leave a full page
-
-
-def _home_from_ranking(db: Database, ns: NetworkSettings, network: str, account_id: int) -> Any:
-    """Q4 by likes from the reader's last ranking, or _NOT_RANKED when there is none it may use."""
-    account_f = accounts.start_get_account(db, network, account_id)
-    state_f = timelines.start_state(db, network, account_id)
-    ranking_f = timelines.start_ranking(db, network, account_id)
-    account = accounts.account_from(account_f)
-    if account is None:
-        return None
-    state, ranking = timelines.state_from(state_f), timelines.ranking_from(ranking_f)
-    if state is None or ranking is None or not ranking.usable(state):
-        return _NOT_RANKED
-    age = ranking.age(datetime.now(UTC))
-    if not -1 <= age < 2 * ns.likes_rank_max_age:  # (a second of clock skew between workers is tolerated)
-        return _NOT_RANKED
-    found = posts.posts_by_ids(db, network, ranking.post_ids)
-    ranked = [found[i] for i in ranking.post_ids if i in found]
-    if len(ranked) < min(ns.page_size, len(ranking.post_ids)):
-        return _NOT_RANKED  # deleted posts left the page short: rank again
-    if age >= ns.likes_rank_max_age:
-        _rerank_later(db, ns, network, account_id)
-    return {"account": account, "order": "likes", "posts": _by_likes(ranked, ns.page_size), "cache_rebuilt": False,
-            "ranked_at": ranking.ranked_at}
-
-
-def _by_likes(candidates: list[Post], n: int) -> list[Post]:
-    return heapq.nsmallest(n, candidates, key=lambda p: (-p.like_count, -p.post_id))
-
-
-# Re-ranking in the background: one thread per process (created in the process that uses it, so after
-# gunicorn's fork), at most one pending ranking per reader.
-_rerank_lock = threading.Lock()
-_rerank_pool: tuple[int, ThreadPoolExecutor] | None = None
-_reranking: dict[tuple[str, str, int], Future] = {}
-
-
-def _rerank_later(db: Database, ns: NetworkSettings, network: str, account_id: int) -> None:
-    global _rerank_pool
-    key = (db.keyspace, network, account_id)
-    with _rerank_lock:
-        if key in _reranking:
-            return
-        if _rerank_pool is None or _rerank_pool[0] != os.getpid():
-            _rerank_pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="chronicle-rerank"))
-
-        def rerank() -> None:
-            try:
-                _home_computed(db, ns, network, account_id, "likes")
-            except Exception as e:  # the next read ranks again (or serves this ranking until it is too old)
-                log.warning("rerank_failed", network=network, account_id=account_id, error=repr(e))
-            finally:
-                with _rerank_lock:
-                    _reranking.pop(key, None)
-        _reranking[key] = _rerank_pool[1].submit(rerank)
-
-
-def settle_reranking(timeout: float = 30.0) -> int:
-    """Wait for the background rankings this process started (tests, benchmarks); returns how many."""
-    with _rerank_lock:
-        pending = list(_reranking.values())
-    for f in pending:
-        f.result(timeout=timeout)
-    return len(pending)
-
-
-def _home_computed(db: Database, ns: NetworkSettings, network: str, account_id: int, order: str
-                   ) -> dict[str, Any] | None:
-    """Q4 ranked now. The cache answers when it is built (else it is built now, a read of the followed authors'
-    newest posts); rows of unfollowed authors, of celebrities (merged from their own posts instead) and of
-    deleted posts are skipped; a cache left short of a page by them is rebuilt. Like counts come from the
-    posts. By likes, the ranking is kept for the next reads."""
-    ranked_at = now_ms()
-    needed = ns.cache_cap if order == "likes" else ns.page_size
-    account_f = accounts.start_get_account(db, network, account_id)
-    state_f = timelines.start_state(db, network, account_id)
-    celebs_f = relations.start_followed_celebrities(db, network, account_id)
-    excluded_f = timelines.start_excluded(db, network, account_id)
-    account = accounts.account_from(account_f)
-    if account is None:
-        return None
-    celebrities = {r.celebrity_id for r in celebs_f.result()}
-    post_times_f = accounts.start_post_times(db, network, celebrities) if celebrities else []
-    skip = timelines.excluded_from(excluded_f) | celebrities
-    state = timelines.state_from(state_f)
-    rebuilt = False
-    if state is None:
-        newest, complete, _n = _newest_followed(db, ns, network, account_id)
-        state = timelines.write_build(db, ns, network, account_id, newest, complete)
-        rows, rebuilt = newest, True
-    else:
-        rows = _read_cache(db, network, account_id, state, needed, skip, keys_only=order == "likes")
-    slim = order == "likes" and not rebuilt  # cached posts without their text: read for the page only
-    valid = _valid_rows(rows, state, skip)
-    head = heapq.nlargest(ns.cache_cap, valid, key=lambda p: (p.posted_at, p.post_id))[:needed + _SLACK]
-    if len(head) >= needed and not rebuilt:
-        # A celebrity post older than every cached post read cannot reach the page (or the likes window), so
-        # only the celebrities that posted since the oldest of them are read.
-        since = head[-1].posted_at
-        merged_f = posts.start_recent_posts_of_authors(
-            db, network, accounts.posted_since_from(post_times_f, celebrities, since), since, needed,
-            datetime.now(UTC))
-    else:
-        merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-    window = _with_like_counts(db, network, head, needed)
-    if len(window) < needed and not (state.complete and len(rows) < needed) and not rebuilt:
-        newest, complete, _n = _newest_followed(db, ns, network, account_id)
-        state = timelines.write_build(db, ns, network, account_id, newest, complete)
-        rebuilt, slim = True, False
-        merged_f = posts.start_posts_of_authors(db, network, sorted(celebrities), needed)
-        current = posts.window_like_counts(db, network, newest)
-        window = [p.with_likes(current[p.post_id]) for p in newest if p.post_id in current]
-    celebrity_posts = merged_f()
-    window = heapq.nlargest(ns.cache_cap, window + celebrity_posts, key=lambda p: (p.posted_at, p.post_id))
-    kept_f = None
-    if order == "likes":
-        if ns.likes_rank_max_age > 0:
-            kept_f = timelines.start_put_ranking(db, network, account_id, ranked_at, state,
-                                                 [p.post_id for p in _by_likes(window, ns.page_size * _RANKING_KEPT)])
-        page = _by_likes(window, ns.page_size)
-        if slim:
-            bare = {p.post_id for p in page if p.author_id not in celebrities}
-            full = posts.posts_by_ids(db, network, bare)
-            # Ranked by the count read above (a like since then shows on the next read).
-            page = [full[p.post_id].with_likes(p.like_count) if p.post_id in bare else p
-                    for p in page if p.post_id not in bare or p.post_id in full]
-    else:
-        page = window[:ns.page_size]
-    if kept_f is not None:
-        kept_f.result()
-    return {"account": account, "order": order, "posts": page, "cache_rebuilt": rebuilt,
-            "merged_celebrities": len(celebrity_posts), **({"ranked_at": ranked_at} if order == "likes" else {})}
-
-
-_DELETED_SLACK = 5  # counts read beyond a page's worth, standing in for posts deleted since they were cached
-
-
-def _with_like_counts(db: Database, network: str, head: list[Post], needed: int) -> list[Post]:
-    """The posts of `head` (newest first) that still exist, with their current like counts: read for the first
-    `needed` and a few more, and for the rest only when posts deleted since left those short (each count read
-    is a partition read: a page by newest shows 25 posts, not the 50 read from the cache)."""
-    first = head[:needed + _DELETED_SLACK]
-    current = posts.window_like_counts(db, network, first)
-    if len(current) < needed and len(head) > len(first):
-        current.update(posts.window_like_counts(db, network, head[len(first):]))
-    return [p.with_likes(current[p.post_id]) for p in head if p.post_id in current]
-
-
-def _read_cache(db: Database, network: str, account_id: int, state: CacheState, needed: int,
-                skip: set[int], *, keys_only: bool = False) -> list[Post]:
-    def enough(rows: list[Post], newest_unread: datetime | None) -> bool:
-        valid = sorted((p.posted_at for p in _valid_rows(rows, state, skip)), reverse=True)
-        want = needed + _SLACK
-        return len(valid) >= want and newest_unread is not None and valid[want - 1] > newest_unread
-    return timelines.read(db, network, account_id, state, needed + _SLACK, enough, keys_only=keys_only)
-
-
-def _valid_rows(rows: list[Post], state: CacheState, skip: set[int]) -> list[Post]:
-    """Rows a page may show: not by an author skipped (unfollowed, or a celebrity merged at read time), not
-    older than what the cache is sure to hold; each post once."""
-    since = state.valid_from()
-    seen: dict[int, Post] = {}
-    for p in rows:
-        if p.author_id not in skip and (since is None or p.posted_at >= since):
-            seen.setdefault(p.post_id, p)
-    return list(seen.values())
-
-
-# -- Q6 --------------------------------------------------------------------------------------------------------
-_REBUILD_ASKED_EVERY = 60.0  # seconds: a process asks at most this often per term (searches may be frequent)
-_rebuild_asked: dict[tuple[str, str, str], float] = {}
-
-
-def search_posts(db: Database, network: str, terms: list[str], limit: int = 25) -> search.Found:
-    """Q6: the `limit` most-liked posts holding every term, confirmed against the posts. A search whose driving
-    term has no top list, or an outgrown one, queues its rebuild."""
-    found = search.search(db, network, terms, lambda ids: posts.like_counts(db, network, ids), limit)
-    if found.rebuild is not None:
-        key, now = (db.keyspace, network, found.rebuild), time.monotonic()
-        if now - _rebuild_asked.get(key, -_REBUILD_ASKED_EVERY) >= _REBUILD_ASKED_EVERY:
-            _rebuild_asked[key] = now
-            jobs.enqueue(db, network, jobs.TERM_TOP, found.rebuild)
-    return found
-
-
-def rebuild_term_top(db: Database, network: str, term: str, *, dry_run: bool = False) -> dict[str, Any]:
-    """Rebuild one common term's top list (an admin command, and the loader after a load)."""
-    return search.rebuild_top(db, network, term, lambda ids: posts.like_counts(db, network, ids), dry_run=dry_run)
-
-
-def refresh_term_top(db: Database, network: str, term: str) -> dict[str, Any]:
-    """The term-top job: rebuild the list only when it is missing or outgrown (a duplicate job does nothing)."""
-    postings = search.term_counts(db, network, [term])[term]
-    if not search.needs_top(postings, search.top_states(db, network, [term]).get(term)):
-        return {"term": term, "postings": postings, "unchanged": True}
-    return rebuild_term_top(db, network, term)
-
-
-# -- the job worker's dispatch ---------------------------------------------------------------------------------
-def run_job(db: Database, network: str, kind: str, subject: str) -> dict[str, Any]:
-    """Run one queued network job (jobs.py lists the kinds)."""
-    if kind == jobs.CELEBRITY:
-        return settle_celebrity(db, network, int(subject))
-    if kind == jobs.PURGE_LIKES:
-        return {"post_id": int(subject), "likes_removed": likes.delete_likes_of_post(db, network, int(subject))}
-    if kind == jobs.TERM_TOP:
-        return refresh_term_top(db, network, subject)
-    raise ValueError(f"unknown network job kind {kind!r}")
-
-
-# -- Q2 / Q3 ---------------------------------------------------------------------------------------------------
-def top_accounts(db: Database, network: str, limit: int = 100) -> list[dict[str, Any]]:
-    """Q2: the `limit` accounts with the most followers (ties: lower id first), from every count (a job)."""
-    counts = {a: f for a, f, _ in accounts.all_counts(db, network) if f > 0}
-    top = heaviest(counts, limit)
-    names = {a: accounts.start_get_account(db, network, a) for a, _ in top}
-    out = []
-    for a, n in top:
-        found = accounts.account_from(names[a])
-        out.append({"account_id": a, "username": found.username if found else None, "follower_count": n})
-    return out
-
-
-def top_followers(db: Database, network: str, top: list[dict[str, Any]], limit: int = 100
-                  ) -> list[dict[str, Any]]:
-    """Q3: the accounts following the most of `top` (ties: lower id first)."""
-    counts: collections.Counter = collections.Counter()
-    names: dict[int, str | None] = {}
-    for follower_id, name in relations.each_follower(db, network, [a["account_id"] for a in top]):
-        counts[follower_id] += 1
-        names[follower_id] = name
-    return [{"account_id": a, "username": names[a], "follows_top": n} for a, n in heaviest(counts, limit)]
-
-
-def compute_rankings(db: Database, network: str, limit: int = 100, *, dry_run: bool = False) -> dict[str, Any]:
-    """Compute Q2 and Q3 now and append both to the time series (a dry run appends nothing)."""
-    started = time.perf_counter()
-    top = top_accounts(db, network, limit)
-    followers = top_followers(db, network, top, limit)
-    taken = {"dry_run": True} if dry_run else rankings.store_snapshot(db, network, top, followers)
-    return {**taken, "accounts": top, "followers": followers, "seconds": round(time.perf_counter() - started, 3)}
-
-
-# -- reconcile (a job) -----------------------------------------------------------------------------------------
-def reconcile_counts(db: Database, network: str, account_ids: list[int] | None = None, post_ids: list[int] = (),
-                     *, dry_run: bool = False) -> dict[str, Any]:
-    """Re-count follower/follows counts from the relation partitions (every account with a count, or the ones
-    given) and like counts of the given posts from likes_by_post, and repair the counters that drifted."""
-    current = {a: (f, g) for a, f, g in accounts.all_counts(db, network)}
-    ids = sorted(current) if account_ids is None else list(account_ids)
-    wanted = {a: (relations.count(db, network, a, FOLLOWER), relations.count(db, network, a, FOLLOWS)) for a in ids}
-    changed = accounts.set_counts(db, network, wanted, current=current, dry_run=dry_run)
-    post_changes = {}
-    for post_id in post_ids:
-        true = likes.recount(db, network, post_id)
-        delta = true - likes.count(db, network, post_id)
-        if delta:
-            post_changes[post_id] = delta
-            if not dry_run:
-                likes.set_count(db, network, post_id, true)
-                post = posts.get_post(db, network, post_id)
-                if post is not None:
-                    _publish_likes(db, network, post)
-    return {"dry_run": dry_run, "accounts_checked": len(ids), "accounts_repaired": changed,
-            "posts_repaired": post_changes}
-
-
-
-# -- drop (admin) ----------------------------------------------------------------------------------------------
-def drop_network(db: Database, network: str, *, dry_run: bool = False,
-                 progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
-    """Delete everything `network` holds, table family by table family (accounts first, so the API stops
-    finding the network at once). Scans every partition key of each table: an admin job. Re-running an
-    interrupted drop finishes it."""
-    started = time.perf_counter()
-    found: dict[str, int] = {}
-    for owner in (accounts, relations, posts, likes, search, timelines, rankings):
-        found.update(owner.drop_network(db, network, dry_run=dry_run, progress=progress))
-    return {"network": network, "dry_run": dry_run, "partitions": found, "total": sum(found.values()),
-            "seconds": round(time.perf_counter() - started, 3)}

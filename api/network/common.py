@@ -32,7 +32,7 @@ def to_utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
-def now_ms() -> datetime:
+def now_to_the_millisecond() -> datetime:
     """Now in UTC, to the millisecond: as a Cassandra timestamp stores it, so a value read back compares equal."""
     now = datetime.now(UTC)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)

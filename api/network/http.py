@@ -2,7 +2,8 @@
 
 Reads are public; every write (post, delete, follow, like, ranking run, cache rebuild) needs the admin bearer
 token, since network accounts have no credentials of their own. Routes validate, authorise and call
-api/network/actions.py (operations across tables) or one table owner (single-table reads).
+the cross-table modules (actions.py, home.py, post_search.py, top100.py) or one table owner
+(single-table reads).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from flask_smorest import Blueprint, abort
 
 from api.auth import require_admin
 from api.db import get_db, reads_own_writes
-from api.network import accounts, actions, posts, rankings, relations, search
+from api.network import accounts, actions, post_search, posts, rankings, relations, search, top100
+from api.network import home as home_timeline
 from api.network.common import valid_network_name
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.schemas import (
@@ -154,7 +156,7 @@ def list_follows(args: dict, network: str, account_id: int):
 def home(args: dict, network: str, account_id: int):
     """Q4: follower and follows counts and the 25 newest (`order=newest`) or 25 most-liked (`order=likes`)
     posts of the home timeline: the newest 800 posts of the accounts it follows."""
-    found = actions.home_of(get_db(), _network(network), account_id, args["order"])
+    found = home_timeline.home_of(get_db(), _network(network), account_id, args["order"])
     if found is None:
         abort(404, message=f"account {account_id} not found in network {network}")
     return found
@@ -168,7 +170,7 @@ def rebuild_home(network: str, account_id: int):
     """Build an account's home cache from scratch (admin)."""
     _admin()
     _account(network, account_id)
-    return actions.build_cache(get_db(), network, account_id)
+    return home_timeline.build_cache(get_db(), network, account_id)
 
 
 # -- follow / unfollow ---------------------------------------------------------------------------------------
@@ -291,7 +293,7 @@ class Like(MethodView):
 def search_posts(args: dict, network: str):
     """Q6: the 25 most-liked posts containing every given word (case-insensitive)."""
     words = search.parse_query(args["q"])
-    found = actions.search_posts(get_db(), _network(network), words, network_settings().page_size)
+    found = post_search.search_posts(get_db(), _network(network), words, network_settings().page_size)
     return {"words": words, "posts": found.posts, "exact": found.exact}
 
 
@@ -302,7 +304,7 @@ def search_posts(args: dict, network: str):
 def compute_rankings(network: str):
     """Compute Q2 and Q3 now and append a snapshot to both time series (admin; also a periodic command)."""
     _admin()
-    return actions.compute_rankings(get_db(), _network(network))
+    return top100.compute_rankings(get_db(), _network(network))
 
 
 @blp.route("/<network>/rankings/<any('top-accounts', 'top-followers'):ranking>")

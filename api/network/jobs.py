@@ -2,7 +2,7 @@
 
 Queue `network_jobs`, one group per network (one network's backlog never starves another's), one item per job
 keyed `<kind>:<subject>`. Requests enqueue work that is proportional to an account's followers, a post's likes
-or a term's postings, and return at once; `chronicle network worker` runs the jobs (actions.run_job).
+or a term's postings, and return at once; `chronicle network worker` runs the jobs (job_handlers.run_job).
 
 Kinds (every job re-reads the state it acts on, so a duplicate, late or repeated item does no harm):
 - `celebrity:<account_id>`: bring the account's celebrity mark in line with its current follower count
@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -29,7 +28,9 @@ from typing import Any
 import structlog
 
 from api import workqueue
+from api.clock import SYSTEM, Clock
 from api.db import Database, Params, Statement
+from api.worker_loop import run_worker
 from api.workqueue import WorkItem
 
 QUEUE = "network_jobs"
@@ -42,15 +43,18 @@ log = structlog.get_logger("chronicle.network.jobs")
 Handler = Callable[[Database, str, str, str], dict[str, Any]]
 
 
-def job_writes(network: str, kind: str, subject: int | str) -> list[tuple[Statement, Params]]:
-    """The queue rows of one job, for `execute_many` together with the caller's own rows."""
+def job_writes(network: str, kind: str, subject: int | str, *, clock: Clock = SYSTEM
+               ) -> list[tuple[Statement, Params]]:
+    """The queue rows of one job, for `execute_many` together with the caller's own rows (`clock`: the
+    `db.clock` they are written with; it dates the job)."""
     if kind not in KINDS:
         raise ValueError(f"unknown network job kind {kind!r}")
-    return workqueue.enqueue_writes(QUEUE, network, f"{kind}:{subject}", {"kind": kind, "subject": str(subject)})
+    return workqueue.enqueue_writes(QUEUE, network, f"{kind}:{subject}", {"kind": kind, "subject": str(subject)},
+                                    clock=clock)
 
 
 def enqueue(db: Database, network: str, kind: str, subject: int | str) -> None:
-    db.execute_many(job_writes(network, kind, subject))
+    db.execute_many(job_writes(network, kind, subject, clock=db.clock))
 
 
 def backlog(db: Database) -> dict:
@@ -78,16 +82,22 @@ class Stats:
         return {"done": self.done, "retried": self.retried, "failed": self.failed, "kinds": dict(self.kinds)}
 
 
+def _idle(stats: Stats) -> bool:
+    return stats.total() == 0
+
+
 class JobWorker:
     """Takes network jobs from the shards it holds and runs them one after another.
 
     A job that raises is retried with exponential backoff (a new queue item due later) up to `max_attempts`,
     then logged as failed and given up: the admin commands (`apply-threshold`, `index-terms`, `reconcile`)
-    repair what a given-up job left."""
+    repair what a given-up job left. Retry times and idle sleeps are read from `clock` (default: `db.clock`)."""
 
     def __init__(self, db: Database, handle: Handler, *, owner: str | None = None, batch_size: int = 20,
-                 max_attempts: int = 5, backoff_seconds: float = 5.0, backoff_max_seconds: float = 300.0) -> None:
+                 max_attempts: int = 5, backoff_seconds: float = 5.0, backoff_max_seconds: float = 300.0,
+                 clock: Clock | None = None) -> None:
         self.db, self.handle = db, handle
+        self.clock = db.clock if clock is None else clock
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.batch_size, self.max_attempts = batch_size, max_attempts
         self.backoff_seconds, self.backoff_max_seconds = backoff_seconds, backoff_max_seconds
@@ -108,7 +118,7 @@ class JobWorker:
             attempts = item.attempts + 1
             if attempts < self.max_attempts and not isinstance(exc, ValueError):
                 delay = min(self.backoff_seconds * 2 ** (attempts - 1), self.backoff_max_seconds)
-                workqueue.retry(self.db, item, self.owner, due_at_us=int((time.time() + delay) * 1_000_000),
+                workqueue.retry(self.db, item, self.owner, due_at_us=int((self.clock.time() + delay) * 1_000_000),
                                 error=repr(exc)[:500])
                 stats.retried += 1
                 log.info("network_job_retry", network=item.group, job=item.key, attempts=attempts, delay_s=delay,
@@ -123,32 +133,28 @@ class JobWorker:
         stats.kinds[kind] += 1
         log.info("network_job_done", network=item.group, job=item.key, **summary)
 
-    def drain(self, *, max_passes: int = 1000, stop: bool = True) -> Stats:
-        """Run passes until one finds nothing due (jobs queued by jobs included); then hand the shards back
-        unless `stop` is False (the worker goes on later and remembers what it finished)."""
+    def drain(self, *, max_passes: int = 1000, stop: bool = True, until: Callable[[], bool] = lambda: False,
+              on_pass: Callable[[Stats], None] | None = None) -> Stats:
+        """Run passes until one finds nothing due (jobs queued by jobs included) or `until()` holds (a signal);
+        then hand the shards back unless `stop` is False (the worker goes on later and remembers what it
+        finished)."""
         total = Stats()
-        try:
-            for _ in range(max_passes):
-                stats = self.run_once()
-                total.add(stats)
-                if stats.total() == 0:
-                    break
-        finally:
-            if stop:
-                self.stop()
+
+        def count(stats: Stats) -> None:
+            total.add(stats)
+            if on_pass is not None:
+                on_pass(stats)
+
+        run_worker(self.run_once, idle=_idle, clock=self.clock, stop=until, on_pass=count, until_idle=True,
+                   max_passes=max_passes, finish=self.stop if stop else None)
         return total
 
     def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
             on_pass: Callable[[Stats], None] | None = None) -> None:
-        try:
-            while not stop():
-                stats = self.run_once()
-                if on_pass:
-                    on_pass(stats)
-                if stats.total() == 0:
-                    time.sleep(interval)
-        finally:
-            self.stop()
+        """Run passes until `stop()` holds, sleeping `interval` (of the clock) after a pass with nothing due;
+        then hand the shards back."""
+        run_worker(self.run_once, idle=_idle, clock=self.clock, interval=interval, stop=stop, on_pass=on_pass,
+                   finish=self.stop)
 
     def stop(self) -> None:
         """Checkpoints written, shards handed back to the other workers."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from api.config import Settings
 from api.db import Database, Params, Statement
-from api.network import accounts, actions, likes, posts, relations, search
+from api.network import accounts, celebrities, likes, post_search, posts, relations, search
 from api.network.common import parse_iso
 from api.network.tokens import index_terms
 from api.network.values import Account, Post
@@ -139,8 +139,8 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     db.execute_many(likes.set_count_writes(network, deltas))
     common = [t for t in terms if totals[t] > search.RARE_POSTINGS]
     for term in common:
-        actions.rebuild_term_top(db, network, term)
-    actions.record_post_times(db, network, sorted(accounts.celebrities(db, network)[0]))
+        post_search.rebuild_term_top(db, network, term)
+    celebrities.record_post_times(db, network, sorted(accounts.celebrities(db, network)[0]))
     return {"terms": len(terms), "common_terms": len(common)}
 
 
@@ -212,7 +212,7 @@ def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path |
     if kind == "accounts":
         set_account_counts(db, network, path)
     elif kind == "relations":
-        actions.apply_threshold(db, network)
+        celebrities.apply_threshold(db, network)
     elif kind == "posts":
         finish_posts(db, network, path, like_counts(likes_path))
 

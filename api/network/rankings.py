@@ -1,6 +1,6 @@
 """Q2 / Q3 time series: top100_accounts_by_time and top100_followers_by_time (one partition per network and
 month, newest snapshot first) and ranking_months_by_network (which months hold snapshots). Computing a
-snapshot reads other tables: that is api/network/actions.py's `compute_rankings`.
+snapshot reads other tables: that is api/network/top100.py's `compute_rankings`.
 """
 
 from __future__ import annotations

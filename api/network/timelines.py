@@ -8,7 +8,7 @@ a bucket holds posts no newer than its hour's end); a build writes its rows into
 the negative build second. A reader reads the build bucket and the hour buckets from the build's hour to now,
 newest first, and stops once older buckets cannot hold anything newer than what it has. Nothing is deleted:
 rows expire (TTL), a rebuild writes a new build bucket, unfollowed authors and deleted posts are skipped on read.
-Which posts belong in a cache, and when to rebuild it, is decided in api/network/actions.py.
+Which posts belong in a cache, and when to rebuild it, is decided in api/network/home.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cassandra.query import UNSET_VALUE
 
 from api import partitions
 from api.db import Database, Params, Statement
-from api.network.common import now_ms, to_utc
+from api.network.common import now_to_the_millisecond, to_utc
 from api.network.settings import NetworkSettings
 from api.network.values import Post
 
@@ -135,7 +135,7 @@ def write_build(db: Database, ns: NetworkSettings, network: str, account_id: int
                 complete: bool) -> CacheState:
     """Write a new build of one account's cache (its newest posts, newest first) and record its state; returns
     the state written, so the caller need not read it back."""
-    now = now_ms()  # as stored: a build's identity (rankings)
+    now = now_to_the_millisecond()  # as stored: a build's identity (rankings)
     state = CacheState(now, None if complete or not posts else posts[-1].posted_at, complete)
     _fan(db, ns, (_row(network, account_id, state.build_bucket, p, ns.cache_ttl) for p in posts))
     db.execute(PUT_STATE, (network, account_id, state.built_at, _u(state.cutoff), complete,
@@ -183,10 +183,6 @@ def start_put_ranking(db: Database, network: str, account_id: int, ranked_at: da
 def ranking_stale_write(network: str, account_id: int, at: datetime) -> tuple[Statement, Params]:
     """The reader's follows changed at `at`: a ranking made before then is not reused."""
     return MARK_RANKING_STALE, (at, network, account_id)
-
-
-def set_excluded(db: Database, network: str, account_id: int, author_id: int, excluded: bool) -> None:
-    db.execute(*excluded_write(network, account_id, author_id, excluded))
 
 
 def excluded_write(network: str, account_id: int, author_id: int, excluded: bool) -> tuple[Statement, Params]:

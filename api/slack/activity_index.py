@@ -12,6 +12,7 @@ from datetime import date
 
 from cassandra.cluster import ResponseFuture
 
+from api.caches import Cache
 from api.db import Database, Params, Statement
 from api.slack.timeutil import day_of
 
@@ -31,8 +32,13 @@ LATEST_SCAN = 500  # newest rows of a year looked through for one outside hidden
 # (team, user, UTC day, channel, message day)
 Touch = tuple[str, str, int, str, int]
 
-_written: dict[tuple, None] = {}
+# Index rows this process has written (insert-only rows: forgetting one only costs a redundant write).
+_WRITTEN = "slack.activity_touches_written"
 _WRITTEN_MAX = 200_000
+
+
+def _written(db: Database) -> Cache:
+    return db.caches.lru(_WRITTEN, maxsize=_WRITTEN_MAX)
 
 
 def year_of_day(day: int) -> int:
@@ -51,21 +57,14 @@ def touch(team_id: str, user_id: str, at: int, channel_id: str, msg_ts: int) -> 
 def touch_writes(db: Database, touches: Iterable[Touch]) -> tuple[list[tuple[Statement, Params]], list[tuple]]:
     """The index rows of `touches` this process has not written yet, and the keys to pass to `note_written`
     once they are written."""
-    writes, keys = [], []
-    for t in dict.fromkeys(touches):
-        key = (db.keyspace, *t)
-        if key in _written:
-            continue
-        team_id, user_id, day, channel_id, msg_day = t
-        writes.append((PUT_TOUCH, (team_id, user_id, year_of_day(day), day, channel_id, msg_day)))
-        keys.append(key)
+    keys = _written(db).missing(dict.fromkeys(touches))
+    writes = [(PUT_TOUCH, (team_id, user_id, year_of_day(day), day, channel_id, msg_day))
+              for team_id, user_id, day, channel_id, msg_day in keys]
     return writes, keys
 
 
-def note_written(keys: Iterable[tuple]) -> None:
-    if len(_written) > _WRITTEN_MAX:
-        _written.clear()
-    _written.update(dict.fromkeys(keys))
+def note_written(db: Database, keys: Iterable[tuple]) -> None:
+    _written(db).add_all(keys)
 
 
 def start_sources(db: Database, team_id: str, user_id: str, first_day: int, last_day: int) -> list[ResponseFuture]:

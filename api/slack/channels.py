@@ -245,6 +245,33 @@ def every_indexed(db: Database, team_id: str) -> list[Any]:
     return list(db.execute(SELECT_INDEX_ALL, (team_id,)))
 
 
+# One cache, one lifetime for the workspace's private channel set: the search directory, the activity routes and
+# the archive pages all ask here. Short: it is an access rule (a channel made private is hidden within 10 s).
+PRIVATE_CHANNELS_TTL = 10.0
+PRIVATE_CHANNELS_CACHE = "slack.private_channels"
+
+
+def private_channels(db: Database, team_id: str) -> frozenset[str]:
+    """Every channel id of the workspace whose messages need the private scope: an id whose newest visibility
+    along its own id chain is private (`is_private`, as the reads decide), and its previous ids (they hold the
+    channel's older messages). From the channel index (one partition), cached in `db.caches`."""
+
+    def load() -> frozenset[str]:
+        by_id = {r.channel_id: r for r in every_indexed(db, team_id)}
+        private: set[str] = set()
+        for channel_id in by_id:
+            chain, current = [], channel_id
+            while current in by_id and current not in chain and len(chain) < MAX_ID_CHAIN:
+                chain.append(current)
+                current = by_id[current].prev_channel_id
+            if next((by_id[c].visibility for c in chain if by_id[c].visibility), None) == "private":
+                private.update(chain)
+        return frozenset(private)
+
+    cache = db.caches.ttl(PRIVATE_CHANNELS_CACHE, maxsize=4096, ttl=PRIVATE_CHANNELS_TTL)
+    return cache.get_or_load(team_id, load)
+
+
 # Bounds on one index request: rows read in all (a page of mostly hidden channels stops early, with a cursor).
 INDEX_ROW_BUDGET = 2000
 

@@ -10,7 +10,6 @@ are idempotent, so the retry completes the record).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import assert_never
 
@@ -99,15 +98,11 @@ def verify_request(settings: Settings, body: bytes, headers: Mapping[str, str], 
 
 # -- dispatch ---------------------------------------------------------------------------------------------
 
-_logged_unknown: set[str] = set()
-_logged_lock = threading.Lock()
-
-
-def _log_unknown_once(kind: str) -> None:
-    with _logged_lock:
-        if kind in _logged_unknown:
-            return
-        _logged_unknown.add(kind)
+def _log_unknown_once(db: Database, kind: str) -> None:
+    logged = db.caches.lru("slack.unknown_event_types_logged", maxsize=1024)
+    if kind in logged:
+        return
+    logged.set(kind, None)
     log.info("slack_event_ignored", event_type=kind, reason="unhandled type (logged once per process)")
 
 
@@ -128,11 +123,11 @@ def _archived(db: Database, team_id: str, channel_id: str, channel_type: str | N
 def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
     """Store what an envelope's event implies; returns the outcome ("stored", "ignored: <why>")."""
     if not isinstance(envelope, EventCallback):
-        _log_unknown_once(f"envelope:{envelope.type}")
+        _log_unknown_once(db, f"envelope:{envelope.type}")
         return "ignored: envelope type"
     event, team = envelope.event, envelope.team_id
     if isinstance(event, Unhandled):
-        _log_unknown_once(event.type)
+        _log_unknown_once(db, event.type)
         return "ignored: event type"
     if isinstance(event, Ignored):
         return f"ignored: {event.reason}"
@@ -143,7 +138,7 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
         case Unreadable():
             raise BadEvent(event.reason)
         case HiddenMessage():
-            _log_unknown_once(f"message:{event.subtype}")
+            _log_unknown_once(db, f"message:{event.subtype}")
             return "ignored: hidden message subtype"
         case MessagePosted(message=msg):
             # original=True keeps the text as first posted on the row itself: the edit history starts with it.

@@ -74,7 +74,7 @@ def stored_file(team_id: str, channel_id: str, ts: str, file_id: str):
         abort(404, message=f"file {file_id} of message {ts} is not stored")
     meta = next((f for f in message.files or () if isinstance(f, dict) and f.get("id") == file_id), {})
     try:
-        body = files.serving_store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
+        body = files.open_stored(db, settings.slack, team_id, message.channel_id, message.ts, file_id)
     except (FileNotFoundError, ValueError):
         abort(404, message=f"file {file_id} is missing from the object store")
     response: Response = send_file(body, mimetype="application/octet-stream", as_attachment=True,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from api import workqueue
+from api.clock import SYSTEM, Clock
 from api.db import Database, Params, Statement
 from api.workqueue import WorkItem
 
@@ -53,14 +54,16 @@ def fetchable(files: Iterable[dict]) -> list[dict]:
             if isinstance(f.get("url_private"), str) and f["url_private"] and not f.get("is_external")]
 
 
-def enqueue_writes(team_id: str, channel_id: str, ts: int, files: Iterable[dict]
+def enqueue_writes(team_id: str, channel_id: str, ts: int, files: Iterable[dict], *, clock: Clock = SYSTEM
                    ) -> list[tuple[Statement, Params]]:
-    """The queue rows for a message's files; the caller sends them with the message's own rows."""
+    """The queue rows for a message's files (due now by `clock`: the db.clock they are written with); the caller
+    sends them with the message's own rows."""
     writes: list[tuple[Statement, Params]] = []
     for f in fetchable(files):
         payload = {"channel_id": channel_id, "ts": ts, "file_id": f["id"], "url": f["url_private"]}
         payload.update({k: v for k in ("mimetype", "name") if (v := _str(f.get(k))) is not None})
-        writes.extend(workqueue.enqueue_writes(QUEUE, team_id, f"{channel_id}/{ts}/{f['id']}", payload))
+        writes.extend(workqueue.enqueue_writes(QUEUE, team_id, f"{channel_id}/{ts}/{f['id']}", payload,
+                                               clock=clock))
     return writes
 
 

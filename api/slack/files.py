@@ -29,11 +29,13 @@ from urllib.parse import urljoin
 import requests
 import structlog
 
+from api.clock import Clock
 from api.db import Database
 from api.slack import file_queue, messages
 from api.slack.file_queue import PendingFile
 from api.slack.settings import DEFAULT_FILE_HOSTS, SlackSettings, file_host_refusal
 from api.slack.timeutil import us_to_ts
+from api.worker_loop import run_worker
 
 log = structlog.get_logger("chronicle.slack.files")
 
@@ -127,20 +129,17 @@ def store_from_settings(s: SlackSettings) -> ObjectStore:
     return LocalStore(s.files_root)
 
 
-_stores: dict[tuple[str, ...], ObjectStore] = {}
-_stores_lock = threading.Lock()
-
-
-def serving_store() -> ObjectStore:
+def serving_store(db: Database, slack: SlackSettings) -> ObjectStore:
     """The object store the file worker writes to, for the routes that serve stored files (the archive page's
-    and the REST download): one per process and settings."""
-    slack = SlackSettings.from_env()
-    key = (slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
-    with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = store_from_settings(slack)
-    return store
+    and the REST download; `slack`: the app's settings): one client per Database and settings, held by the
+    Database."""
+    key = ("slack.files.store", slack.files_root, slack.s3_bucket, slack.s3_endpoint, slack.s3_region)
+    return db.held(key, lambda: store_from_settings(slack))
+
+
+def open_stored(db: Database, slack: SlackSettings, team_id: str, channel_id: str, ts: int, file_id: str) -> Any:
+    """A stored file's body from the serving store; FileNotFoundError (or ValueError) when it is not there."""
+    return serving_store(db, slack).open(object_key(team_id, channel_id, ts, file_id))
 
 
 def download_name(meta: dict[str, Any], file_id: str) -> str:
@@ -223,16 +222,21 @@ class Stats:
             setattr(self, field, getattr(self, field) + getattr(other, field))
 
 
+def _idle(stats: Stats) -> bool:
+    return stats.total() + stats.skipped == 0
+
+
 class FileWorker:
     """Takes due files from the queue and processes each batch on `settings.concurrency` threads (downloads
-    wait on the network, not on the CPU)."""
+    wait on the network, not on the CPU). Retry times and idle sleeps are read from `clock` (default:
+    `db.clock`)."""
 
     def __init__(self, db: Database, settings: SlackSettings, store: ObjectStore | None = None, *,
-                 owner: str | None = None, clock: Callable[[], float] = time.time) -> None:
+                 owner: str | None = None, clock: Clock | None = None) -> None:
         self.db, self.settings = db, settings
         self.store = store or store_from_settings(settings)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.clock = clock
+        self.clock = db.clock if clock is None else clock
         self._local = threading.local()  # one HTTP session (keep-alive connection) per thread
         self._pool = ThreadPoolExecutor(max(1, settings.concurrency), thread_name_prefix="slack-files")
         self._stats_lock = threading.Lock()
@@ -259,16 +263,12 @@ class FileWorker:
         return stats
 
     def run(self, *, interval: float = 2.0, stop: Callable[[], bool] = lambda: False,
-            on_pass: Callable[[Stats], None] | None = None) -> None:
-        try:
-            while not stop():
-                stats = self.run_once()
-                if on_pass:
-                    on_pass(stats)
-                if stats.total() + stats.skipped == 0:
-                    time.sleep(interval)
-        finally:
-            self.stop()
+            on_pass: Callable[[Stats], None] | None = None, until_idle: bool = False, max_passes: int = 0) -> int:
+        """Run batches until `stop()` holds (or, with `until_idle`, until one finds nothing due; or after
+        `max_passes` > 0 batches), sleeping `interval` (of the clock) after an empty one; then hand the shards
+        back. Returns the number of batches run."""
+        return run_worker(self.run_once, idle=_idle, clock=self.clock, interval=interval, stop=stop,
+                          on_pass=on_pass, until_idle=until_idle, max_passes=max_passes, finish=self.stop)
 
     def stop(self) -> None:
         """Checkpoints written, shards handed back to the other workers."""
@@ -303,7 +303,7 @@ class FileWorker:
         attempts = file.attempts + 1
         if exc.transient and attempts < self.settings.max_attempts:
             delay = min(self.settings.backoff_seconds * 2 ** (attempts - 1), self.settings.backoff_max_seconds)
-            file_queue.retry(self.db, file, self.owner, due_at_us=int((self.clock() + delay) * 1_000_000),
+            file_queue.retry(self.db, file, self.owner, due_at_us=int((self.clock.time() + delay) * 1_000_000),
                              error=str(exc)[:500])
             self._count(stats, "retried")
             log.info("slack_file_retry", file_id=file.file_id, attempts=attempts, delay_s=delay, error=str(exc))

@@ -17,8 +17,8 @@ from api.auth import require_workspace
 from api.config import Settings
 from api.db import get_db, reads_own_writes
 from api.errors import CASSANDRA_UNAVAILABLE
-from api.paging import in_range, sign_cursor, verify_cursor
-from api.slack import channels, events, messages, search, users
+from api.paging import BAD_POSITION
+from api.slack import channels, events, listings, messages, search, users
 from api.slack.codec import is_slack_id
 from api.slack.file_http import download_links
 from api.slack.payloads import BadEvent, UrlVerification
@@ -78,7 +78,7 @@ def _settings() -> Settings:
 
 _ERRORS = {400: "bad request", 401: "missing or unknown token", 403: "token not allowed",
            404: "not found", 422: "invalid parameters", 503: "database unavailable"}
-_BAD_CURSOR = "invalid cursor: not the next_cursor of this listing (or not a cursor at all)"
+_BAD_CURSOR = BAD_POSITION  # the 400 the OpenAPI document names (a BadPosition's reason)
 
 
 _errors = error_responses(blp, _ERRORS)
@@ -145,36 +145,13 @@ def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list
     return chain
 
 
-# What each listing's cursors are bound to: a cursor pages only the listing (and parameters) that issued it. The
-# archive pages (api/viewer/slack_pages.py) use the same scopes, so a cursor of one pages the other.
-def index_scope(team_id: str, include_deleted: bool, private: bool) -> str:
-    return f"index|{team_id}|{include_deleted}|{private}"
+# What each listing's cursors are bound to, shared with the archive pages (api/slack/listings.py): a cursor of one
+# pages the other. Named here too for the tests and tools that build cursors of these routes.
+index_scope, timeline_scope = listings.index_scope, listings.timeline_scope
+thread_scope, users_scope = listings.thread_scope, listings.users_scope
 
-
-def timeline_scope(team_id: str, channel_id: str, order: str = "desc", include_deleted: bool = False,
-                   before: str | None = None, after: str | None = None) -> str:
-    return f"timeline|{team_id}|{channel_id}|{order}|{include_deleted}|{before}|{after}"
-
-
-def thread_scope(team_id: str, channel_id: str, thread_ts: str, include_deleted: bool) -> str:
-    return f"thread|{team_id}|{channel_id}|{thread_ts}|{include_deleted}"
-
-
-def users_scope(team_id: str) -> str:
-    return f"users|{team_id}"
-
-
-def _position(cursor: str, scope: str) -> int:
-    """The ts bound a cursor of this listing carries (400 for anything else)."""
-    position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
-    # Range-checked after the MAC too: a forged position (10**30) must not reach the driver (docs/security.md).
-    if not in_range(position, messages.MIN_US, messages.MAX_US):
-        abort(400, message=_BAD_CURSOR)
-    return position
-
-
-def _next_cursor(position: int | None, scope: str) -> str | None:
-    return sign_cursor({"p": position}, _settings().cursor_secret, scope) if position is not None else None
+# A bad cursor (BadCursor, BadPosition) or a missing thread (NotFound) is raised by the listings and answered by
+# api/errors.py's one handler: 400 / 404 with the reason.
 
 
 @blp.route("/slack/teams/<team_id>/channels", methods=["GET"], parameters=path_parameters("team_id"))
@@ -189,15 +166,11 @@ def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str |
     grant = require_workspace(_settings(), team_id)
     # Names of private-converted channels need the private scope: the scope is part of the listing.
     scope = index_scope(team_id, include_deleted, grant.private)
-    after = ""
-    if cursor:
-        after = verify_cursor(cursor, _settings().cursor_secret, scope).get("a")
-        if not isinstance(after, str) or not is_slack_id(after):
-            abort(400, message=_BAD_CURSOR)
+    secret = _settings().cursor_secret
+    after = listings.index_position(cursor, secret, scope) if cursor else ""
     entries, nxt = channels.index_page(get_db(), team_id, limit=limit, after=after,
                                        include_deleted=include_deleted, include_private=grant.private)
-    next_cursor = sign_cursor({"a": nxt}, _settings().cursor_secret, scope) if nxt is not None else None
-    return {"team_id": team_id, "channels": entries, "next_cursor": next_cursor}
+    return {"team_id": team_id, "channels": entries, "next_cursor": listings.sign_index_position(nxt, secret, scope)}
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"],
@@ -232,7 +205,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     lower = ts_to_us(after) if after else messages.MIN_US
     scope = timeline_scope(team_id, channel_id, order, include_deleted, before, after)
     if cursor:
-        position = _position(cursor, scope)
+        position = listings.ts_position(cursor, settings.cursor_secret, scope)
         if order == "asc":
             lower = max(lower, position)
         else:
@@ -247,7 +220,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
                                   upper=upper, lower=lower, ascending=order == "asc",
                                   include_deleted=include_deleted, prefetched={channel_id: days})
     body = {"messages": [download_links(m.to_json(), team_id, channel_id) for m in page],
-            "next_cursor": _next_cursor(nxt, scope)}
+            "next_cursor": listings.sign_ts_position(nxt, settings.cursor_secret, scope)}
     # Already in the documented shape (Message.to_json): skip re-serialising 50 messages through marshmallow.
     return current_app.json.response(body)
 
@@ -281,24 +254,14 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
                cursor: str | None = None):
     """A thread: the parent (first page only), then its replies oldest first."""
     chain = _channel_chain(team_id, channel_id)
-    parent_us = _check_ts(thread_ts)
-    db = get_db()
-    ids = channels.chain_ids(chain, channel_id)
-    scope = thread_scope(team_id, channel_id, thread_ts, include_deleted)
-    after = parent_us
-    parent = None
-    if cursor:
-        after = max(after, _position(cursor, scope))
-    else:
-        parent = messages.find(db, team_id, ids, parent_us, include_deleted=include_deleted)
-    replies, nxt = messages.thread(db, team_id, ids, parent_us, limit=limit, after=after,
-                                   include_deleted=include_deleted)
-    if parent is None and not replies and not cursor:
-        abort(404, message=f"no thread {thread_ts} in channel {channel_id}")
+    _check_ts(thread_ts)
+    page = listings.thread_page(get_db(), team_id, channel_id, channels.chain_ids(chain, channel_id), thread_ts,
+                                limit=limit, include_deleted=include_deleted, cursor=cursor,
+                                secret=_settings().cursor_secret)
     return current_app.json.response({
-        "parent": download_links(parent.to_json(), team_id, channel_id) if parent is not None else None,
-        "replies": [download_links(m.to_json(), team_id, channel_id) for m in replies],
-        "next_cursor": _next_cursor(nxt, scope)})
+        "parent": download_links(page.parent.to_json(), team_id, channel_id) if page.parent is not None else None,
+        "replies": [download_links(m.to_json(), team_id, channel_id) for m in page.replies],
+        "next_cursor": page.next_cursor})
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))
@@ -312,17 +275,10 @@ def list_users(team_id: str, limit: int, cursor: str | None = None):
     _check_ids(team_id)
     require_workspace(_settings(), team_id)
     scope = users_scope(team_id)
-    bucket, after = 0, ""
-    if cursor:
-        position = verify_cursor(cursor, _settings().cursor_secret, scope)
-        bucket, after = position.get("b"), position.get("a")
-        if (not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < users.BUCKETS
-                or not isinstance(after, str) or not is_slack_id(after)):
-            abort(400, message=_BAD_CURSOR)
+    secret = _settings().cursor_secret
+    bucket, after = listings.users_position(cursor, secret, scope) if cursor else (0, "")
     page, nxt = users.page(get_db(), team_id, limit=limit, bucket=bucket, after=after)
-    next_cursor = (sign_cursor({"b": nxt[0], "a": nxt[1]}, _settings().cursor_secret, scope)
-                   if nxt is not None else None)
-    return {"team_id": team_id, "users": page, "next_cursor": next_cursor}
+    return {"team_id": team_id, "users": page, "next_cursor": listings.sign_users_position(nxt, secret, scope)}
 
 
 @blp.route("/slack/teams/<team_id>/users/<user_id>", methods=["GET"],
@@ -356,18 +312,11 @@ def search_messages(team_id: str, q: str, limit: int, cursor: str | None = None,
 
 def search_page(team_id: str, q: str, *, limit: int, cursor: str | None, tz: str | None, allow_private: bool
                 ) -> dict[str, Any]:
-    """One page of search results in the documented shape (SearchSchema): 400 for a cursor of another query,
-    422 for a query that cannot be read."""
+    """One page of search results in the documented shape (SearchSchema). A cursor of another query is a
+    BadCursor (400), a query that cannot be read a SearchError (422): api/errors.py answers both."""
     secret = _settings().cursor_secret
-    try:
-        position = search.read_position(cursor, secret, team_id, q, tz) if cursor else None
-    except ValueError:
-        abort(400, message=_BAD_CURSOR)
-    try:
-        page = search.search(get_db(), team_id, q, limit=limit, position=position, allow_private=allow_private,
-                             tz=tz)
-    except search.SearchError as exc:
-        abort(422, message=str(exc))
+    position = search.read_position(cursor, secret, team_id, q, tz) if cursor else None
+    page = search.search(get_db(), team_id, q, limit=limit, position=position, allow_private=allow_private, tz=tz)
     names = page.directory.channel_names
     hits = [{**download_links(hit.message.to_json(), team_id), "channel_name": names.get(hit.message.channel_id),
              "reply_count": hit.reply_count or None} for hit in page.hits]

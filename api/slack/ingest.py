@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from api.activity import dirty
+from api.caches import Cache
 from api.db import Database, Params, Statement
 from api.slack import activity_index, channels, file_queue, messages, payloads, search_index, users
 from api.slack.codec import is_slack_id
@@ -27,15 +28,23 @@ POST_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"}
 Acted = tuple[str | None, int, str, int]
 Write = tuple[Statement, Params]
 
-# Activity index rows and dirty marks of messages whose rows are being written: noted as written by
-# `note_stored` (the caller's signal that every row of the message went out), so a failed round writes them
-# again on its retry.
-_pending_activity: dict[tuple, list[tuple[list, list]]] = {}
-# Search day listings likewise, noted by `note_stored` (search_index.note_indexed).
-_pending_search: dict[tuple, list[list]] = {}
-# First-seen candidates likewise (users.note_first_seen).
-_pending_seen: dict[tuple, list[list]] = {}
+# Per message whose rows are being written: its activity index rows and dirty marks, search day listings and
+# first-seen candidates, noted as written by `note_stored` (the caller's signal that every row of the message
+# went out), so a failed round writes them again on its retry. A message's entry is dropped when noted;
+# forgetting one (the bound) only costs redundant writes later.
+_PENDING = "slack.ingest_pending_notes"
 _PENDING_MAX = 50_000
+
+
+@dataclasses.dataclass
+class _Pending:
+    activity: list[tuple[list, list]] = dataclasses.field(default_factory=list)
+    search: list[list] = dataclasses.field(default_factory=list)
+    seen: list[list] = dataclasses.field(default_factory=list)
+
+
+def _pending(db: Database) -> Cache:
+    return db.caches.lru(_PENDING, maxsize=_PENDING_MAX)
 
 
 def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
@@ -56,7 +65,7 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw),
-        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or ()),
+        *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or (), clock=db.clock),
         *_first_post(db, msg),
         *seen_rows,
         *activity,
@@ -64,19 +73,14 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     ]
     if not messages.day_listed(db, msg):  # once per channel-day per process: the channel is in the index
         rows.append(channels.index_touch_write(msg.team_id, msg.channel_id))
-    message_key = (db.keyspace, msg.team_id, msg.channel_id, msg.ts)
-    if keys != ([], []):
-        if len(_pending_activity) > _PENDING_MAX:
-            _pending_activity.clear()
-        _pending_activity.setdefault(message_key, []).append(keys)
-    if seen_rows:
-        if len(_pending_seen) > _PENDING_MAX:
-            _pending_seen.clear()
-        _pending_seen.setdefault(message_key, []).append(seen)
-    if listed:
-        if len(_pending_search) > _PENDING_MAX:
-            _pending_search.clear()
-        _pending_search.setdefault(message_key, []).append(listed)
+    if keys != ([], []) or seen_rows or listed:
+        pending = _pending(db).setdefault((msg.team_id, msg.channel_id, msg.ts), _Pending)
+        if keys != ([], []):
+            pending.activity.append(keys)
+        if seen_rows:
+            pending.seen.append(seen)
+        if listed:
+            pending.search.append(listed)
     return rows
 
 
@@ -93,9 +97,9 @@ def activity_writes(db: Database, team_id: str, acted: Iterable[Acted], *, live:
     return index + marks, (index_keys, mark_keys)
 
 
-def note_activity(keys: tuple[list, list]) -> None:
-    activity_index.note_written(keys[0])
-    dirty.note_marked(keys[1])
+def note_activity(db: Database, keys: tuple[list, list]) -> None:
+    activity_index.note_written(db, keys[0])
+    dirty.note_marked(db, keys[1])
 
 
 def _first_post(db: Database, msg: NewMessage) -> list[Write]:
@@ -109,12 +113,14 @@ def note_stored(db: Database, msg: NewMessage) -> None:
     messages.note_stored(db, msg)
     if msg.user is not None and msg.subtype in POST_SUBTYPES:
         users.note_first_post(db, msg.team_id, msg.user, msg.ts)
-    message_key = (db.keyspace, msg.team_id, msg.channel_id, msg.ts)
-    for keys in _pending_activity.pop(message_key, ()):
-        note_activity(keys)
-    for listed in _pending_search.pop(message_key, ()):
-        search_index.note_indexed(listed)
-    for seen in _pending_seen.pop(message_key, ()):
+    pending = _pending(db).pop((msg.team_id, msg.channel_id, msg.ts))
+    if pending is None:
+        return
+    for keys in pending.activity:
+        note_activity(db, keys)
+    for listed in pending.search:
+        search_index.note_indexed(db, listed)
+    for seen in pending.seen:
         users.note_first_seen(db, msg.team_id, seen)
 
 
@@ -164,7 +170,7 @@ def delete_message(db: Database, team_id: str, channel_id: str, ts: int, *, at: 
     activity, keys = activity_writes(db, team_id, [(author, at, channel_id, ts)])
     db.execute_many(messages.mark_deleted_writes(team_id, channel_id, ts, deleted_at=at, thread_ts=thread_ts)
                     + activity)
-    note_activity(keys)
+    note_activity(db, keys)
 
 
 def react(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user: str, *, added: bool, at: int,
@@ -174,7 +180,7 @@ def react(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user
     activity, keys = activity_writes(db, team_id, [(user, at, channel_id, ts), (author, at, channel_id, ts)])
     db.execute_many([messages.reactions_write(team_id, channel_id, ts, [(emoji, user)], at=at, added=added)]
                     + activity)
-    note_activity(keys)
+    note_activity(db, keys)
 
 
 def update_channel(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,

@@ -20,6 +20,7 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 
+from api.caches import Cache
 from api.db import Database, Params, Statement, without_none
 from api.slack import mrkdwn
 from api.slack.codec import compress_json, decode_json, encode_json
@@ -332,7 +333,7 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
         # An edit always writes it (b"" = nothing more): the edited message replaces the content whole.
         "content": encode_json(msg.content) if msg.content else (None if original else b""),
     }))]
-    if _day_key(db, msg) not in _known_days:
+    if not day_listed(db, msg):
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     if msg.thread_ts is not None and msg.thread_ts != msg.ts:
         writes.append((INSERT_REPLY, without_none({
@@ -351,24 +352,22 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
 
 # Days this process has written to slack_channel_days: the row is insert-only (never deleted), so once
 # written it need not be written again; saves one write per message on a busy channel.
-_known_days: dict[tuple, None] = {}
+_KNOWN_DAYS = "slack.channel_days_written"
 _KNOWN_DAYS_MAX = 100_000
 
 
-def _day_key(db: Database, msg: NewMessage) -> tuple[str, str, str, int]:
-    return (db.keyspace, msg.team_id, msg.channel_id, day_of(msg.ts))
+def _known_days(db: Database) -> Cache:
+    return db.caches.lru(_KNOWN_DAYS, maxsize=_KNOWN_DAYS_MAX)
 
 
 def day_listed(db: Database, msg: NewMessage) -> bool:
     """Whether this process already listed the message's day (then its channel is known too)."""
-    return _day_key(db, msg) in _known_days
+    return (msg.team_id, msg.channel_id, day_of(msg.ts)) in _known_days(db)
 
 
 def note_stored(db: Database, msg: NewMessage) -> None:
     """The writes of `message_writes` all succeeded: the message's day is listed from now on."""
-    if len(_known_days) >= _KNOWN_DAYS_MAX:
-        _known_days.clear()
-    _known_days[_day_key(db, msg)] = None
+    _known_days(db).set((msg.team_id, msg.channel_id, day_of(msg.ts)), None)
 
 
 def mark_deleted_writes(team_id: str, channel_id: str, ts: int, *, deleted_at: int, thread_ts: int | None = None
@@ -407,7 +406,7 @@ def tombstone_writes(db: Database, msg: NewMessage) -> list[Write]:
         **key, "wt": msg.ts - 1, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
         "subtype": msg.subtype, "thread_ts": msg.thread_ts,
         "content": encode_json(msg.content) if msg.content else None}))]
-    if _day_key(db, msg) not in _known_days:
+    if not day_listed(db, msg):
         writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
     return writes
 

@@ -28,8 +28,6 @@ import dataclasses
 import hashlib
 import itertools
 import re
-import threading
-import time
 from calendar import monthrange
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -37,7 +35,8 @@ from typing import Any
 
 from api.activity.calendar import window, zone
 from api.db import Database
-from api.paging import in_range, sign_cursor, verify_cursor
+from api.errors import BadPosition, InvalidQuery
+from api.paging import BAD_POSITION, in_range, sign_cursor, verify_cursor
 from api.slack import channels, content, messages, search_index, search_terms, users
 from api.slack.messages import Message
 from api.slack.search_terms import Token
@@ -49,7 +48,7 @@ DAY_PAGE = 128          # days of one term listed per read
 PROBE = 256             # postings of a term and day read first: a clause that fits is not read whole
 MAX_CLAUSES = 12        # words, phrases and modifiers in one query
 MAX_ALTERNATIVES = 16   # channels or users one in:/from:/mention may stand for
-DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached per process
+DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached (db.caches)
 FIRST_DAY, LAST_DAY = 0, 2**31 - 1
 _MAX_US = 2**63 - 1
 
@@ -61,7 +60,7 @@ _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
-class SearchError(ValueError):
+class SearchError(InvalidQuery):
     """A query that cannot be answered as written (the reason is shown to the user: 422)."""
 
 
@@ -210,59 +209,44 @@ class Directory:
     channel_names: dict[str, str]              # channel id -> current name
     channels_by_name: dict[str, list[str]]     # case-folded name -> channel ids (current ids)
     chains: dict[str, list[str]]               # current channel id -> it and its previous ids
-    private: frozenset[str]                    # every channel id whose messages need the private scope
+    private: frozenset[str]                    # channels.private_channels: ids whose messages need the private scope
     user_names: dict[str, str]                 # user id -> display name
     users_by_name: dict[str, list[str]]        # case-folded name / display name / real name -> user ids
 
 
 def _build_directory(db: Database, team_id: str) -> Directory:
+    """The names part of the directory; `private` is filled by `directory` (its own cache, channels.py)."""
     rows = {r.channel_id: r for r in channels.every_indexed(db, team_id)}
     channel_names: dict[str, str] = {}
     by_name: dict[str, list[str]] = {}
     chains: dict[str, list[str]] = {}
-    private: set[str] = set()
     for channel_id, row in rows.items():
         if row.next_channel_id and row.next_channel_id in rows:
             continue  # an older id: listed in its newest id's chain
-        chain, current, visibility = [], channel_id, None
+        chain, current = [], channel_id
         while current in rows and current not in chain and len(chain) < channels.MAX_ID_CHAIN:
             chain.append(current)
-            visibility = visibility or rows[current].visibility
             current = rows[current].prev_channel_id
         chains[channel_id] = chain
         name = next((rows[c].name for c in chain if rows[c].name), None) or channel_id
         channel_names.update(dict.fromkeys(chain, name))
         by_name.setdefault(name.casefold().lstrip("#"), []).append(channel_id)
-        if visibility == "private":
-            private.update(chain)
     user_names: dict[str, str] = {}
     users_by_name: dict[str, list[str]] = {}
     for row in users.every_user(db, team_id):
         user_names[row.user_id] = row.display_name or row.real_name or row.name or row.user_id
         for name in {row.name, row.display_name, row.real_name} - {None, ""}:
             users_by_name.setdefault(name.casefold(), []).append(row.user_id)
-    return Directory(channel_names, by_name, chains, frozenset(private), user_names, users_by_name)
-
-
-_directories: dict[tuple[str, str], tuple[float, Directory]] = {}
-_directories_lock = threading.Lock()
+    return Directory(channel_names, by_name, chains, frozenset(), user_names, users_by_name)
 
 
 def directory(db: Database, team_id: str) -> Directory:
-    """The workspace's directory, read at most every DIRECTORY_TTL seconds per process (one index partition
-    and the 8 user buckets: bounded by the workspace's size)."""
-    key = (db.keyspace, team_id)
-    now = time.monotonic()
-    with _directories_lock:
-        cached = _directories.get(key)
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    built = _build_directory(db, team_id)
-    with _directories_lock:
-        if len(_directories) > 256:
-            _directories.clear()
-        _directories[key] = (now + DIRECTORY_TTL, built)
-    return built
+    """The workspace's directory: names read at most every DIRECTORY_TTL seconds (one index partition and the 8
+    user buckets: bounded by the workspace's size); the private set from `channels.private_channels`, the one
+    cache of it, so search, activity and the pages hide the same channels for the same time."""
+    cache = db.caches.ttl("slack.search_directory", maxsize=256, ttl=DIRECTORY_TTL)
+    names = cache.get_or_load(team_id, lambda: _build_directory(db, team_id))
+    return dataclasses.replace(names, private=channels.private_channels(db, team_id))
 
 
 def _user_ids(found: Directory, value: str, modifier: str) -> list[str]:
@@ -356,9 +340,13 @@ def sign_position(position: Position | None, secret: bytes, team_id: str, q: str
 
 
 def read_position(cursor: str, secret: bytes, team_id: str, q: str, tz: str | None) -> Position:
-    """The position a cursor of this query carries: 400 for a forged one or one of another query (through
-    api/paging.py), ValueError for a signed one that holds no position."""
-    return Position.from_json(verify_cursor(cursor, secret, _cursor_scope(team_id, q, tz)))
+    """The position a cursor of this query carries: BadCursor for a forged one or one of another query (from
+    api/paging.py), BadPosition for a signed one that holds no position."""
+    position = verify_cursor(cursor, secret, _cursor_scope(team_id, q, tz))
+    try:
+        return Position.from_json(position)
+    except ValueError:
+        raise BadPosition(BAD_POSITION) from None
 
 
 class _TermDays:
@@ -631,7 +619,7 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
         rows += len(writes)
         if not dry_run:
             db.execute_many(writes)
-            search_index.note_indexed(listed)
+            search_index.note_indexed(db, listed)
             search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed)
         if progress is not None:
             progress(count)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from api.caches import Cache
 from api.db import Database, Params, Statement
 from api.slack import search_terms
 from api.slack.timeutil import day_of
@@ -54,33 +55,32 @@ def message_terms(channel_id: str, user_id: str | None, text: str | None) -> lis
     return terms
 
 
-# (keyspace, team, term, day) this process has listed in slack_search_term_days: those rows are insert-only, so
-# one write per term and day is enough; a common word costs one posting per message, not two.
-_listed: dict[tuple[str, str, str, int], None] = {}
+# (team, term, day) this process has listed in slack_search_term_days: those rows are insert-only, so one write
+# per term and day is enough; a common word costs one posting per message, not two. Forgetting one only costs
+# a redundant write.
+_LISTED = "slack.search_term_days_written"
 _LISTED_MAX = 200_000
 
 
+def _listed(db: Database) -> Cache:
+    return db.caches.lru(_LISTED, maxsize=_LISTED_MAX)
+
+
 def posting_writes(db: Database, team_id: str, channel_id: str, ts: int, user_id: str | None, text: str | None
-                   ) -> tuple[list[Write], list[tuple[str, str, str, int]]]:
+                   ) -> tuple[list[Write], list[tuple[str, str, int]]]:
     """The postings of one message (its text as of this write), and the day listings this process has not
     written yet; returns (writes, keys to pass to `note_indexed` once every write succeeded)."""
     day = day_of(ts)
-    writes: list[Write] = []
-    keys: list[tuple[str, str, str, int]] = []
-    for term in message_terms(channel_id, user_id, text):
-        writes.append((INSERT_POSTING, (team_id, term, day, ts, channel_id)))
-        key = (db.keyspace, team_id, term, day)
-        if key not in _listed:
-            writes.append((INSERT_TERM_DAY, (team_id, term, day)))
-            keys.append(key)
+    terms = message_terms(channel_id, user_id, text)
+    writes: list[Write] = [(INSERT_POSTING, (team_id, term, day, ts, channel_id)) for term in terms]
+    keys = _listed(db).missing([(team_id, term, day) for term in terms])
+    writes.extend((INSERT_TERM_DAY, key) for key in keys)
     return writes, keys
 
 
-def note_indexed(keys: Iterable[tuple[str, str, str, int]]) -> None:
+def note_indexed(db: Database, keys: Iterable[tuple[str, str, int]]) -> None:
     """The writes of `posting_writes` all succeeded: their day listings need not be written again."""
-    if len(_listed) >= _LISTED_MAX:
-        _listed.clear()
-    _listed.update(dict.fromkeys(keys))
+    _listed(db).add_all(keys)
 
 
 def start_term_days(db: Database, team_id: str, term: str, *, newest: int, oldest: int, limit: int) -> Any:

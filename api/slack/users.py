@@ -11,11 +11,11 @@ read before the write, no lightweight transaction, and any arrival order ends at
 from __future__ import annotations
 
 import dataclasses
-import threading
 import zlib
 from collections.abc import Iterable
 from typing import Any
 
+from api.caches import Cache
 from api.db import Database, Params, Statement, without_none
 from api.slack.codec import compress_json, decompress_json, is_slack_id
 from api.slack.timeutil import us_to_ts
@@ -125,60 +125,55 @@ def profile_writes(profile: Profile, *, seen_at: int, raw: Any = None) -> list[W
     ]
 
 
-# The earliest first post this process has written per (keyspace, team, user): a later post need not be written
-# again (the stored value can only be earlier or equal). Bounded; forgetting only costs a redundant write.
-_first_posts: dict[tuple[str, str, str], int] = {}
-_first_posts_lock = threading.Lock()
-_FIRST_POSTS_MAX = 200_000
+# The earliest first post (and first-seen time) this process has written per (team, user): a later one need not
+# be written again (the stored value can only be earlier or equal). Bounded; forgetting only costs a redundant
+# write, and a value is noted only once written, so the stored one is never later than the cached one.
+_FIRST_POSTS = "slack.first_posts_written"
+_FIRST_SEEN = "slack.first_seen_written"
+_FIRST_MAX = 200_000
+
+
+def _earliest(db: Database, name: str) -> Cache:
+    return db.caches.lru(name, maxsize=_FIRST_MAX)
 
 
 def first_post_writes(db: Database, team_id: str, user_id: str, channel_id: str, ts: int) -> list[Write]:
     """The user's first post candidate (the earliest ts wins); nothing when this process already wrote an
     earlier one."""
-    key = (db.keyspace, team_id, user_id)
-    with _first_posts_lock:
-        known = _first_posts.get(key)
-        if known is not None and known <= ts:
-            return []
+    known = _earliest(db, _FIRST_POSTS).get((team_id, user_id))
+    if known is not None and known <= ts:
+        return []
     return [(SET_FIRST_POST, (INVERTED - ts, ts, channel_id, team_id, bucket_of(user_id), user_id))]
-
-
-# Likewise the earliest first-seen time this process has written per (keyspace, team, user).
-_first_seen: dict[tuple[str, str, str], int] = {}
-_FIRST_SEEN_MAX = 200_000
 
 
 def first_seen_writes(db: Database, team_id: str, user_ids: Iterable[tuple[str, int]]) -> list[Write]:
     """First-seen candidates (user, when: a message, a reaction, a join the archive shows them in); the
     earliest wins. Nothing for a user this process already wrote an earlier or equal time for."""
+    earliest = _earliest(db, _FIRST_SEEN)
     out: list[Write] = []
-    with _first_posts_lock:
-        for user_id, at in user_ids:
-            known = _first_seen.get((db.keyspace, team_id, user_id))
-            if known is None or at < known:
-                out.append((SET_FIRST_SEEN, (INVERTED - at, at, team_id, bucket_of(user_id), user_id)))
+    for user_id, at in user_ids:
+        known = earliest.get((team_id, user_id))
+        if known is None or at < known:
+            out.append((SET_FIRST_SEEN, (INVERTED - at, at, team_id, bucket_of(user_id), user_id)))
     return out
+
+
+def _note_earliest(cache: Cache, key: tuple[str, str], at: int) -> None:
+    known = cache.get(key)
+    if known is None or at < known:
+        cache.set(key, at)
 
 
 def note_first_seen(db: Database, team_id: str, user_ids: Iterable[tuple[str, int]]) -> None:
     """`first_seen_writes` for these succeeded."""
-    with _first_posts_lock:
-        if len(_first_seen) >= _FIRST_SEEN_MAX:
-            _first_seen.clear()
-        for user_id, at in user_ids:
-            key = (db.keyspace, team_id, user_id)
-            if _first_seen.get(key, at + 1) > at:
-                _first_seen[key] = at
+    earliest = _earliest(db, _FIRST_SEEN)
+    for user_id, at in user_ids:
+        _note_earliest(earliest, (team_id, user_id), at)
 
 
 def note_first_post(db: Database, team_id: str, user_id: str, ts: int) -> None:
     """`first_post_writes` for this post succeeded."""
-    key = (db.keyspace, team_id, user_id)
-    with _first_posts_lock:
-        if len(_first_posts) >= _FIRST_POSTS_MAX:
-            _first_posts.clear()
-        if _first_posts.get(key, ts + 1) > ts:
-            _first_posts[key] = ts
+    _note_earliest(_earliest(db, _FIRST_POSTS), (team_id, user_id), ts)
 
 
 def store_profile(db: Database, profile: Profile, *, seen_at: int, raw: Any = None) -> None:

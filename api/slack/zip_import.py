@@ -30,12 +30,17 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+import structlog
+
 from api.db import Database, Params, Statement
+from api.errors import CASSANDRA_UNAVAILABLE
 from api.slack import ingest, users
 from api.slack.codec import is_slack_id, is_user_id
 from api.slack.payloads import BadEvent, history_message
 
 TABLES = frozenset({"slack_import_progress"})
+
+log = structlog.get_logger("chronicle.slack.import")
 
 SELECT_DONE = Statement(
     "SELECT entry FROM slack_import_progress WHERE team_id = ? AND archive_id = ? AND folder = ?")
@@ -45,6 +50,8 @@ INSERT_DONE = Statement(
 
 DAY_FILE = re.compile(r"^(?:__uploads/)?([^/]+)/(\d{4}-\d{2}-\d{2})\.json$")
 GROUP_MESSAGES = 1000  # messages written per round (a few day files)
+GROUP_ATTEMPTS = 4  # sends of one group before the import stops (resumable) on timeouts
+GROUP_RETRY_PAUSE = 5.0  # seconds before the second send, twice that before the third, ...
 # Subtypes Slack documents for messages; others are stored as sent (like live ingest) and counted.
 KNOWN_SUBTYPES = frozenset({
     "bot_message", "me_message", "thread_broadcast", "file_share", "file_comment", "file_mention",
@@ -228,12 +235,39 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
     to import are known. `db` may be None only with dry_run. BadArchive when nothing can be imported. With
     `strict_team` (the CLI), a `team_id` that users.json does not name (when it names any) is WrongWorkspace,
     before anything is written; without it, `team_id` imports the export under that id (tests do, to isolate).
+
+    Phases: the workspace, users.json, the channel lists, the day files still to do, then the day files in
+    groups written on a background thread.
     """
     report = ImportReport(dry_run=dry_run)
     archive = _Archive(path, limits, report)
     report.archive_id = archive.archive_id
     report.observed_at = observed_at = observed_at or archive.newest
     user_list = _list(archive, "users.json") or _list(archive, "org_users.json")
+    team = report.team_id = _workspace(archive, user_list, team_id, strict_team)
+    write = None if dry_run else db
+    _import_users(write, team, user_list, report, observed_at)
+    folders, never = _import_channels(write, archive, team, report, observed_at, include_private)
+    todo = _day_files_to_do(write, archive, team, folders, never, report, include_private)
+    if on_day_files is not None:
+        on_day_files(len(todo))
+    groups = _GroupWriter(write, team, archive.archive_id, group_messages)
+    try:
+        for folder_name, entry in todo:
+            folder = folders[folder_name]
+            n = _import_day_file(write, archive, team, folder, entry, report, observed_at, groups)
+            if n is None:
+                continue
+            groups.day_file_done(folder_name, entry, n)
+            if progress is not None:
+                progress(folder.snapshot.name, n)
+        groups.flush(last=True)
+    finally:
+        groups.close()
+    return report
+
+
+def _workspace(archive: _Archive, user_list: list[Any], team_id: str | None, strict_team: bool) -> str:
     named = _teams_of(user_list)
     if team_id and strict_team and named and team_id not in named:
         raise WrongWorkspace(f"this export belongs to workspace {', '.join(sorted(named))} (users.json), not "
@@ -244,9 +278,13 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
                          "the workspace id")
     if not is_slack_id(team):
         raise BadArchive(f"the workspace id {team[:80]!r} is not a Slack id (upper-case letters and digits)")
-    report.team_id = team
-    seen_at = int(time.time() * 1_000_000)
+    return team
 
+
+def _import_users(db: Database | None, team: str, user_list: list[Any], report: ImportReport,
+                  observed_at: int) -> None:
+    """users.json (db None: a dry run counts only)."""
+    seen_at = int(time.time() * 1_000_000)
     for user in user_list:
         if isinstance(user, dict) and not is_user_id(user.get("id")):
             # Only Slack-shaped user ids are stored (they name pages and links): skipped with the reason.
@@ -257,12 +295,17 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
         except ValueError as exc:
             report.skip("users.json", str(exc))
             continue
-        if not dry_run:
+        if db is not None:
             # Seen no later than the profile's own time: a report over imported history counts the user.
             # The user object is kept whole (users.json comes back out as it went in).
             users.store_profile(db, profile, seen_at=min(seen_at, profile.updated), raw=user)
         report.users += 1
 
+
+def _import_channels(db: Database | None, archive: _Archive, team: str, report: ImportReport, observed_at: int,
+                     include_private: bool) -> tuple[dict[str, _Folder], set[str]]:
+    """channels.json (and groups.json with include_private): the folders to import, by name and by id, and the
+    direct-message folders that are never archived."""
     folders: dict[str, _Folder] = {}
     for list_name, private in (("channels.json", False), ("groups.json", True)):
         for obj in _list(archive, list_name):
@@ -280,12 +323,17 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
         for obj in _list(archive, list_name):
             if isinstance(obj, dict):
                 never.update(v for v in (obj.get("id"), obj.get("name")) if isinstance(v, str))
-
     for folder in {f.channel_id: f for f in folders.values()}.values():
         report.channels[folder.snapshot.name] = ChannelCounts(folder.snapshot.name, folder.channel_id)
-        if not dry_run:
+        if db is not None:
             ingest.store_channel_snapshot(db, team, folder.snapshot, observed_at=observed_at, source="export")
+    return folders, never
 
+
+def _day_files_to_do(db: Database | None, archive: _Archive, team: str, folders: dict[str, _Folder],
+                     never: set[str], report: ImportReport, include_private: bool) -> list[tuple[str, str]]:
+    """(folder, entry) of every day file of an imported channel that an earlier run has not recorded as done,
+    in folder and day order."""
     day_files: list[tuple[str, str, str]] = []  # (folder, day, entry)
     for name in archive.entries:
         match = DAY_FILE.match(name)
@@ -302,82 +350,108 @@ def import_export(db: Database | None, path: str, *, team_id: str | None = None,
         day_files.append((folder_name, match.group(2), name))
     day_files.sort()
     done: set[str] = set()
-    if db is not None and not dry_run:
+    if db is not None:
         futures = [db.execute_async(SELECT_DONE, (team, archive.archive_id, folder))
                    for folder in sorted({f for f, _, _ in day_files})]
         done = {r.entry for future in futures for r in future.result()}
     report.day_files_done_before = sum(1 for _, _, entry in day_files if entry in done)
-    todo = [d for d in day_files if d[2] not in done]
-    if on_day_files is not None:
-        on_day_files(len(todo))
+    return [(folder, entry) for folder, _day, entry in day_files if entry not in done]
 
-    pending: list[tuple[Statement, Params]] = []
-    pending_files: list[tuple[str, str, int]] = []
-    stored: list[Any] = []
-    # Groups are written on one background thread while the next group is parsed (at most two in flight); a
-    # group's day files are recorded only after its rows are all written.
-    writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writer")
-    in_flight: collections.deque = collections.deque()
 
-    def write_group(rows: list[tuple[Statement, Params]], files: list[tuple[str, str, int]], done_messages: list[Any]
-                    ) -> None:
+def _import_day_file(db: Database | None, archive: _Archive, team: str, folder: _Folder, entry: str,
+                     report: ImportReport, observed_at: int, groups: _GroupWriter) -> int | None:
+    """One day file's messages into the next group; the number taken, or None when the file was skipped."""
+    counts = report.channels[folder.snapshot.name]
+    value, why = archive.json(entry)
+    if why is not None or not isinstance(value, list):
+        report.skip(entry, why or "day file is not a JSON list of messages")
+        counts.skipped += 1
+        return None
+    counts.day_files += 1
+    n = 0
+    for i, m in enumerate(value):
+        try:
+            hm = history_message(team, folder.channel_id, m)
+        except BadEvent as exc:
+            report.skip(f"{entry}[{i}]", str(exc))
+            counts.skipped += 1
+            continue
+        if hm.hidden:
+            report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
+            counts.skipped += 1
+            continue
+        subtype = hm.message.subtype
+        if subtype is not None and subtype not in KNOWN_SUBTYPES:
+            report.unknown_subtypes[subtype] += 1
+        if db is not None:
+            groups.add(ingest.history_rows(db, hm, observed_at=observed_at), hm)
+            if hm.purpose is not None or hm.topic is not None:
+                ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
+                                      topic=hm.topic)
+        report.files_queued += len(hm.message.files or ())
+        n += 1
+    counts.messages += n
+    return n
+
+
+class _GroupWriter:
+    """Rows of a few day files written as one group on one background thread while the next group is parsed
+    (at most two in flight); a group's day files are recorded done only after all its rows are written. A group
+    that times out (an overloaded node) is sent again after a pause, up to GROUP_ATTEMPTS times: its writes are
+    idempotent. Without a database (a dry run) nothing is written."""
+
+    def __init__(self, db: Database | None, team: str, archive_id: str, group_messages: int) -> None:
+        self.db, self.team, self.archive_id, self.group_messages = db, team, archive_id, group_messages
+        self.rows: list[tuple[Statement, Params]] = []
+        self.files: list[tuple[str, str, int]] = []
+        self.stored: list[Any] = []
+        self.writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-writer")
+        self.in_flight: collections.deque = collections.deque()
+
+    def add(self, rows: list[tuple[Statement, Params]], hm: Any) -> None:
+        self.rows.extend(rows)
+        self.stored.append(hm)
+
+    def day_file_done(self, folder: str, entry: str, messages: int) -> None:
+        self.files.append((folder, entry, messages))
+        if len(self.stored) >= self.group_messages or len(self.files) >= 200:
+            self.flush()
+
+    def flush(self, last: bool = False) -> None:
+        if self.db is not None and (self.rows or self.files):
+            self.in_flight.append(self.writer.submit(self._write, list(self.rows), list(self.files),
+                                                     list(self.stored)))
+        self.rows.clear()
+        self.files.clear()
+        self.stored.clear()
+        while self.in_flight and (last or len(self.in_flight) > 1):
+            self.in_flight.popleft().result()  # a failed group raises here: the import stops, resumable
+
+    def close(self) -> None:
+        self.writer.shutdown(wait=True, cancel_futures=True)
+
+    def _write(self, rows: list[tuple[Statement, Params]], files: list[tuple[str, str, int]],
+               done_messages: list[Any]) -> None:
+        db = self.db
+        assert db is not None
         if rows:
-            db.execute_many(rows, batch_size=50)
+            _with_retries(db, lambda: db.execute_many(rows, batch_size=50))
             for hm in done_messages:
                 ingest.note_stored(db, hm.message)
         if files:
-            db.execute_many([(INSERT_DONE, (team, archive.archive_id, folder, entry, n, int(time.time() * 1e6)))
-                             for folder, entry, n in files])
+            now = int(db.clock.time() * 1e6)
+            _with_retries(db, lambda: db.execute_many(
+                [(INSERT_DONE, (self.team, self.archive_id, folder, entry, n, now)) for folder, entry, n in files]))
 
-    def flush(last: bool = False) -> None:
-        if not dry_run and (pending or pending_files):
-            in_flight.append(writer.submit(write_group, list(pending), list(pending_files), list(stored)))
-        pending.clear()
-        pending_files.clear()
-        stored.clear()
-        while in_flight and (last or len(in_flight) > 1):
-            in_flight.popleft().result()  # a failed group raises here: the import stops, resumable
 
-    try:
-        for folder_name, _day, entry in todo:
-            folder = folders[folder_name]
-            counts = report.channels[folder.snapshot.name]
-            value, why = archive.json(entry)
-            if why is not None or not isinstance(value, list):
-                report.skip(entry, why or "day file is not a JSON list of messages")
-                counts.skipped += 1
-                continue
-            counts.day_files += 1
-            n = 0
-            for i, m in enumerate(value):
-                try:
-                    hm = history_message(team, folder.channel_id, m)
-                except BadEvent as exc:
-                    report.skip(f"{entry}[{i}]", str(exc))
-                    counts.skipped += 1
-                    continue
-                if hm.hidden:
-                    report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
-                    counts.skipped += 1
-                    continue
-                subtype = hm.message.subtype
-                if subtype is not None and subtype not in KNOWN_SUBTYPES:
-                    report.unknown_subtypes[subtype] += 1
-                if not dry_run:
-                    pending.extend(ingest.history_rows(db, hm, observed_at=observed_at))
-                    stored.append(hm)
-                    if hm.purpose is not None or hm.topic is not None:
-                        ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
-                                              topic=hm.topic)
-                report.files_queued += len(hm.message.files or ())
-                n += 1
-            counts.messages += n
-            pending_files.append((folder_name, entry, n))
-            if progress is not None:
-                progress(folder.snapshot.name, n)
-            if len(stored) >= group_messages or len(pending_files) >= 200:
-                flush()
-        flush(last=True)
-    finally:
-        writer.shutdown(wait=True, cancel_futures=True)
-    return report
+def _with_retries(db: Database, write: Callable[[], Any]) -> None:
+    for attempt in range(1, GROUP_ATTEMPTS + 1):
+        try:
+            write()
+            return
+        except CASSANDRA_UNAVAILABLE as exc:
+            if attempt == GROUP_ATTEMPTS:
+                raise
+            pause = GROUP_RETRY_PAUSE * attempt
+            log.warning("import_group_retried", attempt=attempt, error=type(exc).__name__, pause_s=pause)
+            db.clock.sleep(pause)

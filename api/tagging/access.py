@@ -6,8 +6,6 @@ there (`csrf.bearer_token`)."""
 from __future__ import annotations
 
 import hmac
-import threading
-import time
 
 from flask import request
 from flask_smorest import abort
@@ -15,14 +13,13 @@ from flask_smorest import abort
 from api import csrf
 from api.config import Settings
 from api.db import get_db
-from api.tagging import effort, projects
+from api.tagging import effort, projects, stamps
 from api.tagging.projects import Member
 
 COOKIE = "chronicle_tagging"
 ADMIN = "admin"
 _SEEN_EVERY = 30.0  # seconds between two "online" writes for one person and process
-_seen: dict[tuple[str, str], float] = {}
-_seen_lock = threading.Lock()
+_SEEN_MAX = 100_000  # people remembered as noted online
 
 
 def member_for_token(token: str) -> Member | None:
@@ -59,13 +56,13 @@ def require_member(settings: Settings, project: str, roles: tuple[str, ...] = ("
 
 
 def _note_online(member: Member) -> None:
+    """Write that `member` is online, at most once per _SEEN_EVERY per person and process: presence counts
+    minutes, so more writes would add nothing. Two threads missing at once both write; that is harmless."""
+    db = get_db()
+    noted = db.caches.ttl("tagging.online_noted", maxsize=_SEEN_MAX, ttl=_SEEN_EVERY)
     key = (member.project, member.user)
-    now = time.monotonic()
-    with _seen_lock:
-        if _seen.get(key, 0.0) > now:
-            return
-        if len(_seen) > 100_000:
-            _seen.clear()
-        _seen[key] = now + _SEEN_EVERY
-    statement, params = effort.seen_write(member.project, member.user, time.time_ns() // 1000)
-    get_db().execute_async(statement, params)  # not awaited: presence is best effort
+    if key in noted:
+        return
+    noted.set(key, True)
+    statement, params = effort.seen_write(member.project, member.user, stamps.now_us(db))
+    db.execute_async(statement, params)  # not awaited: presence is best effort

@@ -74,7 +74,10 @@ Rankings = dict[str, list[tuple[str, int]]]  # 'keywords' | 'categories' | 'subc
 
 
 def init(db: Database, project: str, created_us: int) -> None:
-    db.execute(INIT, (created_us, created_us, project))
+    """The project's statics, its checkpoints just before its creation: the logs are read after a checkpoint
+    (`at_us > checkpoint`), so an event or lease end stamped in the creation's own microsecond (a coarse or a
+    test clock) is still read, and reconcile does not count it as already in the figures."""
+    db.execute(INIT, (created_us - 1, created_us - 1, project))
 
 
 def acquire(db: Database, project: str, owner: str, ttl_seconds: int) -> bool:

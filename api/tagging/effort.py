@@ -8,7 +8,6 @@ retried request rewrites the same row: the log holds each claim, submit and veri
 from __future__ import annotations
 
 import dataclasses
-import threading
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -61,24 +60,22 @@ class Event:
         return (self.at_us, self.seq, self.kind)
 
 
-_minutes_written: set[tuple[str, int]] = set()
-_minutes_lock = threading.Lock()
+_MINUTES_MAX = 100_000  # (project, minute) pairs remembered as listed
 
 
-def event_writes(project: str, event: Event) -> list[tuple[Statement, Any]]:
-    """The event's row, plus its minute in the listing the first time this process writes to that minute."""
+def event_writes(db: Database, project: str, event: Event) -> list[tuple[Statement, Any]]:
+    """The event's row, plus its minute in the listing the first time this process (this Database) writes to
+    that minute: the listing row is idempotent, so a forgotten minute only costs one more write."""
     minute = event.at_us // MINUTE_US
     writes: list[tuple[Statement, Any]] = [(PUT_EVENT, without_none({
         "project": project, "minute": minute, "at_us": event.at_us, "seq": event.seq, "kind": event.kind,
         "user_id": event.user, "team": event.team, "actor": event.actor, "duration_ms": event.duration_ms,
         "categories": list(event.categories) or None, "subcategories": list(event.subcategories) or None,
         "keywords": list(event.keywords) or None, "result": event.result}))]
-    with _minutes_lock:
-        if (project, minute) not in _minutes_written:
-            if len(_minutes_written) > 100_000:
-                _minutes_written.clear()
-            _minutes_written.add((project, minute))
-            writes.insert(0, (PUT_MINUTE, (project, minute)))  # listed before (or with) its first event
+    listed = db.caches.lru("tagging.event_minutes", maxsize=_MINUTES_MAX)
+    if (project, minute) not in listed:
+        listed.set((project, minute), True)
+        writes.insert(0, (PUT_MINUTE, (project, minute)))  # listed before (or with) its first event
     return writes
 
 

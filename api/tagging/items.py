@@ -149,18 +149,6 @@ def set_queued_writes(project: str, seq: int, pos: int) -> tuple[Statement, Any]
     return SET_QUEUED, (pos, project, seq)
 
 
-def _after(result: Any, seq: int) -> tuple[bool, State | None]:
-    """(applied, the state the refusal saw) of a conditional update on an item."""
-    row = result.one()
-    if row is not None and row[0]:
-        return True, None
-    if row is None or getattr(row, "status", None) is None:
-        return False, None
-    return False, State(seq, row.status, getattr(row, "queue_pos", None), getattr(row, "holder", None), None,
-                        getattr(row, "lease_id", None), None, getattr(row, "lease_until_us", None), (), (), (), None,
-                        getattr(row, "verification", None), None, None, None)
-
-
 def claim(db: Database, project: str, seq: int, queue_pos: int, user: str, team: str, lease_id: int,
           from_us: int, until_us: int) -> bool:
     return was_applied(db.execute(CLAIM, (user, team, lease_id, from_us, until_us, project, seq, queue_pos)))
@@ -260,18 +248,21 @@ def usage(db: Database, project: str, team: str) -> int:
     return sum(usage_by_shard(db, project, team).values())
 
 
-_guess: dict[tuple[str, str, str, int], int] = {}  # last value seen per shard: the first compare-and-set's guess
+_GUESSES_MAX = 10_000  # (project, team, shard) values remembered: 8 shards a team, 1,250 teams
 
 
 def change_usage(db: Database, project: str, team: str, delta: int, quota: int | None) -> bool:
     """Take (+1) or give back (-1) one unit of the team's quota with compare-and-set on one shard, trying the
     shards in random order; False when every shard is full (or, giving back, empty). A refused compare-and-set
     returns the current value, so a retry needs no read; the first try uses the last value this process saw."""
+    # Last value seen per shard: the first compare-and-set's guess. A wrong or forgotten guess costs one refused
+    # compare-and-set or one read, never a wrong count, so the least recently used shard may be dropped.
+    guesses = db.caches.lru("tagging.usage_guess", maxsize=_GUESSES_MAX)
     order = random.sample(range(USAGE_SHARDS), USAGE_SHARDS)
     for shard in order:
         cap = None if quota is None or delta < 0 else shard_quota(quota, shard)
-        key = (db.keyspace, project, team, shard)
-        current = _guess.get(key)
+        key = (project, team, shard)
+        current = guesses.get(key)
         if current is None:
             current = usage_by_shard(db, project, team).get(shard, 0)
         for _ in range(50):
@@ -280,10 +271,10 @@ def change_usage(db: Database, project: str, team: str, delta: int, quota: int |
                 break
             row = db.execute(SET_USAGE, (new, project, team, shard, current)).one()
             if row is not None and row[0]:
-                _guess[key] = new
+                guesses.set(key, new)
                 return True
             current = row.used if row is not None and row.used is not None else 0
-        _guess[key] = current
+        guesses.set(key, current)
     return False
 
 

@@ -11,12 +11,12 @@ import dataclasses
 import hashlib
 import json
 import secrets
-import threading
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from api.caches import Cache
 from api.db import Database, Statement, without_none
+from api.tagging import stamps
 
 TABLES = frozenset({"tagging_projects", "tagging_project_list", "tagging_teams", "tagging_members",
                     "tagging_tokens", "tagging_items"})
@@ -25,7 +25,6 @@ ROLES = ("tagger", "qa", "admin")
 ITEMS_PER_BUCKET = 1000
 DEFAULT_QUEUE_SIZE = 1000
 DEFAULT_LEASE_SECONDS = 600
-_TOKEN_CACHE_SECONDS = 5.0
 
 PUT_PROJECT = Statement(
     "INSERT INTO tagging_projects (project, name, source, categories, subcategories, queue_size, lease_seconds, "
@@ -121,34 +120,29 @@ def get(db: Database, project: str) -> Project | None:
 
 
 _DEFINITION_SECONDS = 10.0  # a definition never changes once made; teams' quotas may, and are re-read this often
-_cached: dict[tuple[str, str, str], tuple[float, Any]] = {}
-_cached_lock = threading.Lock()
+_PROJECTS_MAX = 10_000  # projects whose definition (and, apart, whose teams) are kept
 
 
-def _cache(db: Database, kind: str, project: str, read: Any) -> Any:
-    key = (db.keyspace, kind, project)
-    now = time.monotonic()
-    with _cached_lock:
-        hit = _cached.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    value = read()
-    if value is not None:
-        with _cached_lock:
-            if len(_cached) > 10_000:
-                _cached.clear()
-            _cached[key] = (now + _DEFINITION_SECONDS, value)
+def _cached(db: Database, name: str, project: str, read: Callable[[], Any]) -> Any:
+    """`read()`'s value for `project`, kept _DEFINITION_SECONDS in the cache `name`; a None (no such project)
+    is not kept, so a project is found as soon as it is made."""
+    cache = db.caches.ttl(name, maxsize=_PROJECTS_MAX, ttl=_DEFINITION_SECONDS)
+    value = cache.get(project)
+    if value is None:
+        value = read()
+        if value is not None:
+            cache.set(project, value)
     return value
 
 
 def get_cached(db: Database, project: str) -> Project | None:
     """The definition, cached per process (hot path: every workflow request needs it)."""
-    return _cache(db, "project", project, lambda: get(db, project))
+    return _cached(db, "tagging.projects", project, lambda: get(db, project))
 
 
 def teams_cached(db: Database, project: str) -> dict[str, int | None]:
     """Teams and quotas, cached per process for 10 s: a changed quota applies within that time."""
-    return _cache(db, "teams", project, lambda: teams(db, project))
+    return _cached(db, "tagging.teams", project, lambda: teams(db, project))
 
 
 def every(db: Database) -> list[str]:
@@ -173,30 +167,37 @@ def add_member(db: Database, project: str, user: str, team: str, role: str) -> s
     token = new_token()
     digest = hash_token(token)
     db.execute(PUT_TOKEN, (digest, project, user, team, role))
-    db.execute(PUT_MEMBER, (project, user, team, role, digest, time.time_ns() // 1000))
+    db.execute(PUT_MEMBER, (project, user, team, role, digest, stamps.now_us(db)))
     if old is not None and old.token_hash and old.token_hash != digest:
         db.execute(DROP_TOKEN, (old.token_hash,))
-    _token_cache.clear()
+    # This process forgets both at once (other processes within _TOKEN_SECONDS): the old token's member, and a
+    # "no such token" it may have cached for the new one.
+    tokens = _tokens(db)
+    tokens.pop(digest)
+    if old is not None and old.token_hash:
+        tokens.pop(old.token_hash)
     return token
 
 
-_token_cache: dict[str, tuple[float, Member | None]] = {}
-_token_lock = threading.Lock()
+_TOKEN_SECONDS = 5.0  # how long a process trusts a token lookup (a revoked token works this long elsewhere)
+_TOKENS_MAX = 10_000  # token hashes (known or unknown) remembered
+_UNKNOWN = object()  # a miss, told apart from a cached None (an unknown token)
+
+
+def _tokens(db: Database) -> Cache:
+    return db.caches.ttl("tagging.tokens", maxsize=_TOKENS_MAX, ttl=_TOKEN_SECONDS)
 
 
 def member_of_token(db: Database, token: str) -> Member | None:
+    """The member a token belongs to, or None; both answers are kept _TOKEN_SECONDS (every request asks)."""
     digest = hash_token(token)
-    now = time.monotonic()
-    with _token_lock:
-        hit = _token_cache.get(digest)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    tokens = _tokens(db)
+    hit = tokens.get(digest, _UNKNOWN)
+    if hit is not _UNKNOWN:
+        return hit
     row = db.execute(GET_TOKEN, (digest,)).one()
     found = Member(row.project, row.user_id, row.team, row.role) if row is not None else None
-    with _token_lock:
-        if len(_token_cache) > 10_000:
-            _token_cache.clear()
-        _token_cache[digest] = (now + _TOKEN_CACHE_SECONDS, found)
+    tokens.set(digest, found)
     return found
 
 

@@ -84,7 +84,7 @@ def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: 
         report["repaired"] = True
     if repair and (missing or differences):
         for event in missing:
-            db.execute_many(effort.event_writes(project_id, event))
+            db.execute_many(effort.event_writes(db, project_id, event))
         rows = {}
         for key in differences:
             scope, _, name = key.partition("/")

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from typing import Any
 
 from api.db import Database
-from api.tagging import control, effort, figures, items, projects, queue, sources
+from api.tagging import control, effort, figures, items, projects, queue, sources, stamps
 from api.tagging.effort import Event
 from api.tagging.items import State
 from api.tagging.projects import Member, Project
@@ -33,10 +32,6 @@ class Refused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
 
 
 def _iso(us: int | None) -> str | None:
@@ -59,7 +54,7 @@ def create_project(db: Database, project: str, name: str, source: dict[str, Any]
     except sources.SourceError as exc:
         raise Refused(422, str(exc)) from exc
     refs = list(sources.refs(db, stored))
-    created = _now_us()
+    created = stamps.now_us(db)
     db.execute_many(items.new_writes(project, 0, len(refs)), progress=progress)
     control.init(db, project, created)
     for team, quota in (teams or {}).items():
@@ -125,7 +120,7 @@ def get_item(db: Database, member: Member, seq: int) -> dict[str, Any]:
 def next_item(db: Database, member: Member) -> dict[str, Any]:
     """The caller's own unfinished item (its lease renewed), else a new item from the queue under a lease."""
     project = project_of(db, member.project)
-    now = _now_us()
+    now = stamps.now_us(db)
     until = now + project.lease_seconds * 1_000_000
     slots = items.slots(db, member.project, member.user)
     if not slots:
@@ -179,20 +174,20 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
 
 
 _POSITIONS_SECONDS = 0.5  # how long a process reuses a project's queue head and tail
-_positions: dict[tuple[str, str], tuple[float, control.Positions]] = {}
+_POSITIONS_MAX = 10_000  # projects whose positions are kept
 
 
 def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> control.Positions | None:
-    key = (db.keyspace, project)
-    now = time.monotonic()
-    hit = _positions.get(key)
-    if hit is not None and hit[0] > now and not fresh:
-        return hit[1]
+    """The project's queue positions, reused for half a second: every `next` reads them, and a stale head only
+    means a longer window read (a fresh read follows a window with nothing waiting)."""
+    cache = db.caches.ttl("tagging.queue_positions", maxsize=_POSITIONS_MAX, ttl=_POSITIONS_SECONDS)
+    if not fresh:
+        hit = cache.get(project)
+        if hit is not None:
+            return hit
     found = control.positions(db, project)
     if found is not None:
-        if len(_positions) > 10_000:
-            _positions.clear()
-        _positions[key] = (now + _POSITIONS_SECONDS, found)
+        cache.set(project, found)
     return found
 
 
@@ -227,8 +222,8 @@ def _claim_from_queue(db: Database, project: Project, member: Member, slot: int,
                 db.execute_many([
                     items.name_slot_write(project.project, member.user, slot, entry.seq),
                     queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
-                    *effort.event_writes(project.project, Event(now, entry.seq, "claimed", member.user, member.team,
-                                                          member.user)),
+                    *effort.event_writes(db, project.project, Event(now, entry.seq, "claimed", member.user,
+                                                                    member.team, member.user)),
                 ])
                 return state, entry.ref
             _mark_if_dead(db, project.project, entry)
@@ -285,7 +280,7 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
     if len(words) > MAX_KEYWORDS or any(len(k) > effort.MAX_KEYWORD_LENGTH for k in words):
         raise Refused(422, f"at most {MAX_KEYWORDS} keywords of at most {effort.MAX_KEYWORD_LENGTH} characters")
     cats, subs = sorted(set(categories)), sorted(set(subcategories))
-    at = _now_us()
+    at = stamps.now_us(db)
     if items.submit(db, member.project, seq, member.user, lease_id, cats, subs, words, at):
         # Committed: everything the answer and the bookkeeping need is known (the lease id carries its start
         # and slot), so no read follows.
@@ -299,8 +294,9 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
     tagged_at = state.tagged_us or at
     duration_ms = max(0, (tagged_at - (state.lease_from_us or tagged_at)) // 1000)
     db.execute_many([
-        *effort.event_writes(member.project, Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
-                                             duration_ms, state.categories, state.subcategories, state.keywords)),
+        *effort.event_writes(db, member.project, Event(tagged_at, seq, "tagged", member.user, state.team,
+                                                       member.user, duration_ms, state.categories,
+                                                       state.subcategories, state.keywords)),
         *effort.keyword_writes(member.project, state.keywords),
     ])
     items.free_slot_of_lease(db, member.project, member.user, lease_id)
@@ -309,7 +305,7 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
 
 def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, Any]:
     lease_id = _lease(lease)
-    applied = items.skip(db, member.project, seq, member.user, lease_id, _now_us())
+    applied = items.skip(db, member.project, seq, member.user, lease_id, stamps.now_us(db))
     if not applied:
         state = _held(db, member, seq)
         if not (state.status == items.NEW and state.holder == member.user and state.lease_id == lease_id):
@@ -325,7 +321,7 @@ def _returned(db: Database, project: str, state: State, *, give_back_unit: bool 
     ended = state.lease_until_us or 0
     db.execute_many([
         queue.lease_end_write(project, ended, state.seq, state.lease_id),
-        *effort.event_writes(project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
+        *effort.event_writes(db, project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
     ])
     if state.holder:
         items.free_slot_of_lease(db, project, state.holder, state.lease_id)
@@ -347,7 +343,7 @@ def return_expired(db: Database, project: str, seq: int, lease_id: int, now: int
 
 def report_missing(db: Database, member: Member, seq: int, lease: str | int | None) -> dict[str, Any]:
     state = _held(db, member, seq)
-    at = _now_us()
+    at = stamps.now_us(db)
     if member.role == "admin":
         if state.status not in (items.NEW, items.IN_PROGRESS):
             raise Refused(409, f"item is {state.status}: only New or InProgress items can be marked missing")
@@ -367,15 +363,15 @@ def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
         return {"item": item_json(db, member.project, state)}
     if state.status not in (items.NEW, items.IN_PROGRESS):
         raise Refused(409, f"item is {state.status}: only New or InProgress items can be disabled")
-    if not items.admin_set(db, member.project, state, items.DISABLED, _now_us()):
+    if not items.admin_set(db, member.project, state, items.DISABLED, stamps.now_us(db)):
         raise Refused(409, "the item changed meanwhile; look again")
     return _ended(db, member, _held(db, member, seq), "disabled", held=state.status == items.IN_PROGRESS)
 
 
 def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
     """After an item left the workflow (missing, disabled): its event; the holder's slot and unit if held."""
-    event = Event(state.tagged_us or _now_us(), state.seq, kind, state.holder, state.team, member.user)
-    db.execute_many(effort.event_writes(member.project, event))
+    event = Event(state.tagged_us or stamps.now_us(db), state.seq, kind, state.holder, state.team, member.user)
+    db.execute_many(effort.event_writes(db, member.project, event))
     if held and state.holder:
         items.free_slot_of_lease(db, member.project, state.holder, state.lease_id)
         if state.team:
@@ -384,7 +380,7 @@ def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool)
 
 
 def verify(db: Database, member: Member, seq: int, result: str, note: str) -> dict[str, Any]:
-    at = _now_us()
+    at = stamps.now_us(db)
     if not items.verify(db, member.project, seq, result, member.user, note, at):
         state = _held(db, member, seq)
         if not (state.status == items.VERIFIED and state.verifier == member.user
@@ -392,8 +388,9 @@ def verify(db: Database, member: Member, seq: int, result: str, note: str) -> di
             raise Refused(409, "already verified" if state.status == items.VERIFIED
                           else f"item is {state.status}: only Tagged items can be verified")
     state = _held(db, member, seq)
-    db.execute_many(effort.event_writes(member.project, Event(state.verified_us or at, seq, "verified", state.holder,
-                                                        state.team, member.user, result=state.verification)))
+    event = Event(state.verified_us or at, seq, "verified", state.holder, state.team, member.user,
+                  result=state.verification)
+    db.execute_many(effort.event_writes(db, member.project, event))
     return {"item": item_json(db, member.project, state)}
 
 
@@ -445,6 +442,6 @@ def stats(db: Database, project_id: str) -> dict[str, Any]:
                   for (scope, u), row in sorted(found.items()) if scope == "user"],
         "top": {kind: [{"name": n, "count": c} for n, c in rankings.get(kind, [])]
                 for kind in figures.USE_SCOPES},
-        "online": effort.online(db, project_id, _now_us()),
+        "online": effort.online(db, project_id, stamps.now_us(db)),
         "as_of": _iso(pos.events_checkpoint) if pos is not None else None,
     }

@@ -12,14 +12,14 @@ between steps is repaired by the next pass: every step is idempotent or re-deriv
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-import time
 import uuid
 from typing import Any
 
 from api.db import Database
-from api.tagging import control, effort, figures, items, projects, queue, service
+from api.tagging import control, effort, figures, items, projects, queue, service, stamps
 from api.tagging.control import Positions
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,26 @@ log = logging.getLogger(__name__)
 SETTLE_US = 5_000_000  # checkpoints stay this far behind now: writes in flight land after them
 LEASE_TTL = 30  # seconds the owner lease lives without a commit
 _REVIEW_WINDOW = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a pass read and decided before it commits (steps 1-3)."""
+
+    now: int
+    returned: list[int]  # items whose lease was returned (expired now, or skipped) and are to be queued again
+    expired: int  # of those, the leases this pass expired
+    tag_head: int  # the first waiting entry of the tag lane
+    live: int  # waiting entries nobody took yet
+    to_queue: list[int]  # items to append to the tag lane, returned ones first
+    fill_cursor: int  # where the next pass looks for New items
+    events: list[effort.Event]  # effort events not yet in the figures
+    tagged: list[int]  # items to append to the review lane
+    review_head: int
+
+    @property
+    def queued(self) -> int:
+        return self.live + len(self.to_queue)
 
 
 class ProjectOwner:
@@ -49,22 +69,43 @@ class ProjectOwner:
         control.release(self.db, self.project, self.owner)
 
     def step(self) -> dict[str, int]:
+        """One pass (steps 1-6 of the module's docstring); {} without a project or a lease."""
         project = projects.get(self.db, self.project)
         if project is None or self.pos is None:
             return {}
-        now = time.time_ns() // 1000
         seen = self.pos
-        new = Positions(**{**seen.__dict__})
-        returned, expired = self._returned_items(project, seen.lease_checkpoint, now)
-        new.lease_checkpoint = max(seen.lease_checkpoint, now - SETTLE_US)
+        plan = self._plan(project, seen, stamps.now_us(self.db))
+        # (4) reserve the positions this pass appends at: commit #1 moves the tails (with the version check)
+        reserve = dataclasses.replace(seen, tag_tail=seen.tag_tail + len(plan.to_queue),
+                                      review_tail=seen.review_tail + len(plan.tagged))
+        if not control.commit(self.db, self.project, self.owner, seen, reserve, {}, LEASE_TTL):
+            return self._lost()
+        self._append(project, seen, plan)  # (5)
+        new, changed, rankings = self._advanced(seen, reserve, plan)  # (6)
+        if not control.commit(self.db, self.project, self.owner, reserve, new, changed, LEASE_TTL, rankings):
+            return self._lost()
+        self.pos = new
+        return {"queued": len(plan.to_queue), "returned": len(plan.returned), "expired": plan.expired,
+                "events": len(plan.events), "waiting": plan.queued}
 
+    def _plan(self, project: projects.Project, seen: Positions, now: int) -> _Plan:
+        """(1) return expired leases, (2) pick what to queue, (3) read the new effort events."""
+        returned, expired = self._returned_items(project, seen.lease_checkpoint, now)
         waiting = queue.entries(self.db, self.project, queue.TAG, seen.tag_head, seen.tag_tail,
                                 project.queue_size + 1000)
-        new.tag_head = _first_waiting(waiting, seen.tag_head, seen.tag_tail)
         live = sum(1 for e in waiting if e.taken_by is None)
-        need = max(0, project.queue_size - live)
+        to_queue, fill_cursor = self._to_queue(project, returned, max(0, project.queue_size - live),
+                                               seen.fill_cursor)
+        events = [e for e in effort.events_between(self.db, self.project, seen.events_checkpoint, now)
+                  if e.key not in seen.applied]
+        return _Plan(now, returned, expired, _first_waiting(waiting, seen.tag_head, seen.tag_tail), live, to_queue,
+                     fill_cursor, events, [e.seq for e in events if e.kind == "tagged"], self._review_head(seen))
+
+    def _to_queue(self, project: projects.Project, returned: list[int], need: int, fill_cursor: int
+                  ) -> tuple[list[int], int]:
+        """Up to `need` items to queue: returned ones first, then New, never queued items from the fill cursor
+        on; and where the cursor stops."""
         to_queue = returned[:need]
-        fill_cursor = seen.fill_cursor
         while len(to_queue) < need and fill_cursor < project.total_items:
             batch = list(range(fill_cursor, min(project.total_items, fill_cursor + 2 * (need - len(to_queue)))))
             states = items.many(self.db, self.project, batch)
@@ -77,48 +118,40 @@ class ProjectOwner:
                     to_queue.append(seq)
             else:
                 fill_cursor = batch[-1] + 1 if batch else fill_cursor
-        new.fill_cursor = fill_cursor
+        return to_queue, fill_cursor
 
-        events = [e for e in effort.events_between(self.db, self.project, seen.events_checkpoint, now)
-                  if e.key not in seen.applied]
-        tagged = [e.seq for e in events if e.kind == "tagged"]
-        review_head = self._review_head(seen)
-
-        # (4) reserve the positions
-        reserve = Positions(**{**seen.__dict__})
-        reserve.tag_tail = seen.tag_tail + len(to_queue)
-        reserve.review_tail = seen.review_tail + len(tagged)
-        if not control.commit(self.db, self.project, self.owner, seen, reserve, {}, LEASE_TTL):
-            return self._lost()
-        # (5) entries first, then the items pointing at them (a taker skips an entry its item does not name yet)
-        refs = self._refs(project, seen.fill_cursor, fill_cursor, [*to_queue, *tagged])
+    def _append(self, project: projects.Project, seen: Positions, plan: _Plan) -> None:
+        """(5) Write the entries at the reserved positions, then point the items at them (a taker skips an entry
+        its item does not name yet)."""
+        refs = self._refs(project, seen.fill_cursor, plan.fill_cursor, [*plan.to_queue, *plan.tagged])
         writes = [queue.entry_write(self.project, queue.TAG, seen.tag_tail + i, seq, refs.get(seq, ""))
-                  for i, seq in enumerate(to_queue)]
+                  for i, seq in enumerate(plan.to_queue)]
         writes += [queue.entry_write(self.project, queue.REVIEW, seen.review_tail + i, seq, refs.get(seq, ""))
-                   for i, seq in enumerate(tagged)]
+                   for i, seq in enumerate(plan.tagged)]
         self.db.execute_many(writes)
         self.db.execute_many(items.set_queued_writes(self.project, seq, seen.tag_tail + i)
-                             for i, seq in enumerate(to_queue))
-        # (6) heads, cursor, checkpoints, figures
-        changed = figures.apply(self.figures, events)
-        checkpoint = max(seen.events_checkpoint, now - SETTLE_US)
-        applied = (seen.applied | {e.key for e in events})
-        new.applied = {k for k in applied if k[0] > checkpoint}
-        new.events_checkpoint = checkpoint
-        new.tag_tail, new.review_tail = reserve.tag_tail, reserve.review_tail
-        new.review_head = review_head
-        queued = live + len(to_queue)
+                             for i, seq in enumerate(plan.to_queue))
+
+    def _advanced(self, seen: Positions, reserve: Positions, plan: _Plan
+                  ) -> tuple[Positions, figures.Figures, control.Rankings]:
+        """(6) The new statics (heads, tails, cursor, checkpoints) and the figure rows and rankings that changed;
+        `self.figures` takes the new events."""
+        # Checkpoints stay SETTLE_US behind now: a write in flight lands after them, and is read by a later pass.
+        checkpoint = max(seen.events_checkpoint, plan.now - SETTLE_US)
+        applied = seen.applied | {e.key for e in plan.events}
+        new = dataclasses.replace(
+            seen, lease_checkpoint=max(seen.lease_checkpoint, plan.now - SETTLE_US), tag_head=plan.tag_head,
+            fill_cursor=plan.fill_cursor, events_checkpoint=checkpoint,
+            applied={k for k in applied if k[0] > checkpoint}, tag_tail=reserve.tag_tail,
+            review_tail=reserve.review_tail, review_head=plan.review_head)
+        changed = figures.apply(self.figures, plan.events)
         whole = self.figures.setdefault(("project", ""), {})
-        if whole.get("queued") != queued:
-            whole["queued"] = queued
-            changed.setdefault(("project", ""), {})["queued"] = queued
+        if whole.get("queued") != plan.queued:
+            whole["queued"] = plan.queued
+            changed.setdefault(("project", ""), {})["queued"] = plan.queued
         rankings = {kind: figures.top(self.figures, kind) for kind in figures.USE_SCOPES
-                    if any(e.kind == "tagged" for e in events)}
-        if not control.commit(self.db, self.project, self.owner, reserve, new, changed, LEASE_TTL, rankings):
-            return self._lost()
-        self.pos = new
-        return {"queued": len(to_queue), "returned": len(returned), "expired": expired, "events": len(events),
-                "waiting": queued}
+                    if any(e.kind == "tagged" for e in plan.events)}
+        return new, changed, rankings
 
     def _refs(self, project: projects.Project, first: int, end: int, seqs: list[int]) -> dict[int, str]:
         """References of the items to append: the fill range in one read per 1,000 items, the rest one by one."""
@@ -213,12 +246,14 @@ def run(db: Database, stop: threading.Event, *, tick: float = 1.0) -> None:
     held: dict[str, ProjectOwner] = {}
     try:
         while not stop.is_set():
-            started = time.monotonic()
+            started = db.clock.monotonic()
             try:
                 _pass(db, held)
             except Exception:  # the node is down or restarting: keep looping, the next pass retries
                 log.exception("tagging worker pass failed")
-            stop.wait(max(0.0, tick - (time.monotonic() - started)))
+            # The pause waits on `stop` (real time) so that SIGTERM ends it at once; the pass's length is
+            # measured on the database's clock like every other time the worker decides by.
+            stop.wait(max(0.0, tick - (db.clock.monotonic() - started)))
     finally:
         for owner in held.values():
             try:

@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 
 from api.activity import calendar
 from api.db import get_db
-from api.network import accounts, actions, posts, rankings, search
+from api.network import accounts, home, post_search, posts, rankings, search
 from api.network.common import valid_network_name
 from api.network.settings import network_settings
 from api.network.values import Account, Post
@@ -246,7 +246,7 @@ def home_page(network: str, account_id: str) -> tuple[str, int]:
     order = request.args.get("order", "newest")
     if order not in ("newest", "likes"):
         raise PageError(400, "Bad request", "order is newest or likes")
-    found = actions.home_of(get_db(), network, number, order)
+    found = home.home_of(get_db(), network, number, order)
     if found is None:
         raise PageError(404, "Not found", f"No account {number} in network {network}.")
     return _render("home.html", network, account=found["account"], hue=_hue(number), order=order,
@@ -332,7 +332,7 @@ def search_page(network: str) -> tuple[str, int]:
     if len(query) > search.MAX_QUERY_CHARS:
         raise PageError(400, "Bad request", f"A search is at most {search.MAX_QUERY_CHARS} characters.")
     words = search.parse_query(query) if query.strip() else []
-    found = actions.search_posts(get_db(), network, words, network_settings().page_size) if words else None
+    found = post_search.search_posts(get_db(), network, words, network_settings().page_size) if words else None
     return _render("search.html", network, query=query, words=words, searched=bool(query.strip()),
                    exact=found.exact if found else True,
                    posts=post_views(network, found.posts, _zone(), frozenset(words)) if found else [])

@@ -5,8 +5,9 @@ activity calendar and recent messages, and stored files streamed after the same 
 Server-rendered (Jinja, api/templates/viewer/); the plain JS in api/static/viewer/ fetches the fragments
 (older page, thread, history) and puts them in the page. Access is the REST API's (api/slack/http.py): the
 cookie's token must allow the workspace, a private(-converted) channel needs the private scope, and the reads go
-through the same owner functions with the same signed cursors (a timeline cursor of the REST API pages this
-timeline too). Message text is rendered by api/viewer/render.py only; everything else is escaped by Jinja.
+through the same domain functions with the same signed cursors (api/slack/listings.py: a timeline cursor of the
+REST API pages this timeline too). Their refusals (api/errors.py) become pages through `api.pages.error_pages`.
+Message text is rendered by api/viewer/render.py only; everything else is escaped by Jinja.
 """
 
 from __future__ import annotations
@@ -23,13 +24,11 @@ from flask import Blueprint, Response, current_app, g, render_template, request,
 
 from api.activity import calendar, codec, service
 from api.activity import events as ev
-from api.activity.http import private_channels
 from api.config import Settings
 from api.db import get_db
+from api.errors import BadPosition, NotFound
 from api.pages import PageError, error_pages, secure
-from api.paging import in_range, sign_cursor, verify_cursor
-from api.slack import activity_index, channels, files, messages, search, users
-from api.slack import http as slack_http
+from api.slack import activity_index, channels, files, listings, messages, search, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
 from api.slack.timeutil import is_ts, ts_to_us
@@ -76,6 +75,13 @@ def _page_error(exc: PageError) -> Response | tuple[str, int]:
 
 
 error_pages(bp, _page_error)
+
+
+@bp.errorhandler(BadPosition)
+def _bad_position(exc: BadPosition) -> Response | tuple[str, int]:
+    # A signed cursor this listing refuses: the reader is told what to use instead (other BadCursors keep the
+    # reason api/paging.py gives, through error_pages).
+    return _page_error(PageError(400, "Bad request", _BAD_CURSOR))
 
 
 
@@ -134,15 +140,8 @@ def _include_deleted() -> bool:
     return request.args.get("include_deleted", "").lower() in ("1", "true", "yes", "on")
 
 
-def _sign(position: dict[str, Any], scope: str) -> str:
-    return sign_cursor(position, _settings().cursor_secret, scope)
-
-
-def _position(cursor: str, scope: str) -> int:
-    position = verify_cursor(cursor, _settings().cursor_secret, scope).get("p")
-    if not in_range(position, messages.MIN_US, messages.MAX_US):  # a forged position never reaches the driver
-        raise PageError(400, "Bad request", _BAD_CURSOR)
-    return position
+def _secret() -> bytes:
+    return _settings().cursor_secret
 
 
 # -- workspace ---------------------------------------------------------------------------------------------------
@@ -186,64 +185,29 @@ def team_page(team_id: str) -> tuple[str, int]:
     reader = signed_in_reader()
     allow_workspace(reader, team_id)
     db = get_db()
-    index_scope = slack_http.index_scope(team_id, True, reader.grant.private)
-    after = ""
-    if request.args.get("channels"):
-        after = verify_cursor(request.args["channels"], _settings().cursor_secret, index_scope).get("a")
-        if not isinstance(after, str) or not is_slack_id(after):
-            raise PageError(400, "Bad request", _BAD_CURSOR)
+    index_scope = listings.index_scope(team_id, True, reader.grant.private)
+    channels_cursor = request.args.get("channels")
+    after = listings.index_position(channels_cursor, _secret(), index_scope) if channels_cursor else ""
     entries, next_channel = channels.index_page(db, team_id, limit=INDEX_PAGE, after=after, include_deleted=True,
                                                 include_private=reader.grant.private)
-    users_scope = slack_http.users_scope(team_id)
-    bucket, user_after = 0, ""
-    if request.args.get("users"):
-        position = verify_cursor(request.args["users"], _settings().cursor_secret, users_scope)
-        bucket, user_after = position.get("b"), position.get("a")
-        if (not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket < users.BUCKETS
-                or not isinstance(user_after, str) or not is_slack_id(user_after)):
-            raise PageError(400, "Bad request", _BAD_CURSOR)
+    users_scope = listings.users_scope(team_id)
+    users_cursor = request.args.get("users")
+    bucket, user_after = listings.users_position(users_cursor, _secret(), users_scope) if users_cursor else (0, "")
     people, next_user = users.page(db, team_id, limit=INDEX_PAGE, bucket=bucket, after=user_after)
     people.sort(key=lambda u: views.display_name(u, u["user_id"]).casefold())
     return render_template(
         "viewer/team.html", reader=reader, team=team_id, channels=_channel_entries(team_id, entries),
         people=people, display_name=views.display_name,
-        next_channels=_sign({"a": next_channel}, index_scope) if next_channel else None,
-        next_users=_sign({"b": next_user[0], "a": next_user[1]}, users_scope) if next_user else None,
+        next_channels=listings.sign_index_position(next_channel or None, _secret(), index_scope),
+        next_users=listings.sign_users_position(next_user or None, _secret(), users_scope),
         users_cursor=request.args.get("users", ""), channels_cursor=request.args.get("channels", "")), 200
 
 
 # -- channel -----------------------------------------------------------------------------------------------------
 
-def _in_channel(m: Message) -> bool:
-    """Shown in the channel's timeline: thread replies live in their thread's panel (a reply also sent to the
-    channel stays)."""
-    return m.thread_ts is None or m.thread_ts == m.ts or m.subtype == "thread_broadcast"
-
-
-_PAGE_READS = 4  # timeline reads per page at most: a page of a thread-heavy channel may show fewer, with a cursor
-
-
-def _channel_page(db: Any, team_id: str, ids: list[str], *, upper: int = messages.MAX_US,
-                  include_deleted: bool) -> tuple[list[Message], int | None]:
-    """Up to PAGE_SIZE messages the channel shows, newest first, and the next page's exclusive upper bound.
-    The timeline counts thread replies, which the page does not show: it is read on until the page is full."""
-    shown: list[Message] = []
-    nxt: int | None = None
-    for _ in range(_PAGE_READS):
-        page, nxt = messages.timeline(db, team_id, ids, limit=PAGE_SIZE, upper=upper,
-                                      include_deleted=include_deleted)
-        shown.extend(m for m in page if _in_channel(m))
-        if nxt is None or len(shown) >= PAGE_SIZE:
-            break
-        upper = nxt
-    if len(shown) > PAGE_SIZE:
-        shown, nxt = shown[:PAGE_SIZE], shown[PAGE_SIZE - 1].ts
-    return shown, nxt
-
-
 def _timeline_views(reader: Reader, team_id: str, channel_id: str, shown: list[Message], include_deleted: bool,
                     names_map: dict[str, str] | None = None) -> list[views.MessageView]:
-    """A page of the channel's own messages (`_channel_page`) as views; each head shows its reply count."""
+    """A page of the channel's own messages (`listings.channel_page`) as views; each head shows its reply count."""
     db = get_db()
     if names_map is None:
         names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
@@ -259,7 +223,8 @@ def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
     db = get_db()
     include_deleted = _include_deleted()
     meta = channels.metadata(db, team_id, channel_id, chain)
-    page, nxt = _channel_page(db, team_id, channels.chain_ids(chain, channel_id), include_deleted=include_deleted)
+    page, nxt = listings.channel_page(db, team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
+                                      include_deleted=include_deleted)
     if meta is None and not page:
         raise PageError(404, "Not found", f"No channel {channel_id} in workspace {team_id}.")
     names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
@@ -269,8 +234,8 @@ def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
     return render_template(
         "viewer/channel.html", reader=reader, team=team_id, channel=meta, channel_id=channel_id,
         previous_names=list(dict.fromkeys(previous)), groups=views.with_days(shown), include_deleted=include_deleted,
-        next_cursor=(_sign({"p": nxt}, slack_http.timeline_scope(team_id, channel_id, include_deleted=include_deleted))
-                     if nxt is not None else None),
+        next_cursor=listings.sign_ts_position(
+            nxt, _secret(), listings.timeline_scope(team_id, channel_id, include_deleted=include_deleted)),
         older_url=f"/archive/teams/{team_id}/channels/{channel_id}/older",
         channel_url=views.channel_url, zone_name=reader.zone_name), 200
 
@@ -284,13 +249,13 @@ def older_fragment(team_id: str, channel_id: str) -> tuple[str, int]:
     cursor = request.args.get("cursor", "")
     if not cursor:
         raise PageError(400, "Bad request", "cursor is required")
-    scope = slack_http.timeline_scope(team_id, channel_id, include_deleted=include_deleted)
-    upper = _position(cursor, scope)
-    page, nxt = _channel_page(get_db(), team_id, channels.chain_ids(chain, channel_id), upper=upper,
-                              include_deleted=include_deleted)
+    scope = listings.timeline_scope(team_id, channel_id, include_deleted=include_deleted)
+    upper = listings.ts_position(cursor, _secret(), scope)
+    page, nxt = listings.channel_page(get_db(), team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
+                                      upper=upper, include_deleted=include_deleted)
     shown = _timeline_views(reader, team_id, channel_id, page, include_deleted)
     return render_template("viewer/older.html", groups=views.with_days(shown),
-                           next_cursor=_sign({"p": nxt}, scope) if nxt is not None else None), 200
+                           next_cursor=listings.sign_ts_position(nxt, _secret(), scope)), 200
 
 
 @bp.get("/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>")
@@ -299,31 +264,26 @@ def thread_fragment(team_id: str, channel_id: str, thread_ts: str) -> tuple[str,
     gives the next page, replies only)."""
     reader = signed_in_reader(fragment=True)
     chain = allow_channel(reader, team_id, channel_id)
-    parent_us = _ts(thread_ts)
+    _ts(thread_ts)
     include_deleted = _include_deleted()
     db = get_db()
-    ids = channels.chain_ids(chain, channel_id)
-    scope = slack_http.thread_scope(team_id, channel_id, thread_ts, include_deleted)
     cursor = request.args.get("cursor", "")
-    parent = None
-    after = parent_us
-    if cursor:
-        after = max(after, _position(cursor, scope))
-    else:
-        parent = messages.find(db, team_id, ids, parent_us, include_deleted=include_deleted)
-    replies, nxt = messages.thread(db, team_id, ids, parent_us, limit=THREAD_PAGE, after=after,
-                                   include_deleted=include_deleted)
-    if parent is None and not replies and not cursor:
-        raise PageError(404, "Not found", "This thread is not in the archive (or it was deleted).")
+    try:
+        page = listings.thread_page(db, team_id, channel_id, channels.chain_ids(chain, channel_id), thread_ts,
+                                    limit=THREAD_PAGE, include_deleted=include_deleted, cursor=cursor or None,
+                                    secret=_secret())
+    except NotFound:
+        raise PageError(404, "Not found", "This thread is not in the archive (or it was deleted).") from None
+    parent = page.parent
     names_map = views.channel_names(db, team_id, include_private=reader.grant.private)
-    shown = ([parent] if parent is not None else []) + replies
+    shown = ([parent] if parent is not None else []) + page.replies
     built = views.message_views(db, team_id, shown, zone=reader.zone, page_channel_id=channel_id,
                                 include_deleted=include_deleted, channel_names_map=names_map)
     head = built[0] if parent is not None else None
     more_url = None
-    if nxt is not None:
+    if page.next_cursor is not None:
         more_url = (views.thread_url(team_id, channel_id, thread_ts, include_deleted)
-                    + ("&" if include_deleted else "?") + "cursor=" + _sign({"p": nxt}, scope))
+                    + ("&" if include_deleted else "?") + "cursor=" + page.next_cursor)
     return render_template("viewer/thread.html", parent=head, replies=built[1:] if head else built,
                            more_url=more_url, continued=bool(cursor),
                            channel_name=names_map.get(channel_id, channel_id)), 200
@@ -401,7 +361,7 @@ def stored_file(team_id: str, channel_id: str, ts: str, file_id: str) -> Respons
         raise PageError(404, "File not stored", "Chronicle has not stored this file (yet).")
     meta = next((f for f in message.files or () if isinstance(f, dict) and f.get("id") == file_id), {})
     try:
-        body = files.serving_store().open(files.object_key(team_id, message.channel_id, message.ts, file_id))
+        body = files.open_stored(get_db(), _settings().slack, team_id, message.channel_id, message.ts, file_id)
     except (FileNotFoundError, ValueError):
         raise PageError(404, "File not stored", "The stored file is missing from the object store.") from None
     mimetype = meta.get("mimetype") if meta.get("mimetype") in _PASS_TYPES else "application/octet-stream"
@@ -506,7 +466,7 @@ def user_page(team_id: str, user_id: str) -> tuple[str, int]:
     if profile is None:
         raise PageError(404, "Not found", f"No user {user_id} in workspace {team_id}.")
     user_zone = calendar.zone_name(profile.get("tz"))
-    hidden = frozenset() if reader.grant.private else private_channels(team_id)
+    hidden = frozenset() if reader.grant.private else channels.private_channels(get_db(), team_id)
     until = _calendar_until(user_zone, lambda: _last_active_until(team_id, user_id, profile, user_zone, hidden))
     first = until - timedelta(days=until.weekday()) - timedelta(weeks=CALENDAR_WEEKS - 1)
     try:
@@ -580,7 +540,7 @@ def search_page(team_id: str) -> tuple[str, int]:
     cursor = request.args.get("cursor", "")
     try:
         position = search.read_position(cursor, secret, team_id, q, reader.zone_name) if cursor else None
-    except ValueError:
+    except BadPosition:
         raise PageError(400, "Bad request", "That is not a cursor of this search: use its own links.") from None
     db = get_db()
     try:

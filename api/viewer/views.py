@@ -17,17 +17,15 @@ Other pages reuse this: build `MessageView`s with `message_views(...)` and rende
 from __future__ import annotations
 
 import dataclasses
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, tzinfo
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from api.db import Database
+from api.db import Database, get_db
 from api.slack import search, users
 from api.slack.messages import Message
 from api.slack.timeutil import us_to_ts
@@ -36,22 +34,16 @@ from api.viewer import render, rich
 T = TypeVar("T")
 R = TypeVar("R")
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 _POOL_THREADS = 16
 
 
 def concurrently(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """`fn` over `items` on a small shared thread pool (the owners' reads are synchronous; a page needs a few
-    dozen of them at once). Created on first use: after gunicorn forked, never before."""
-    global _pool
+    dozen of them at once): the Database's, created on first use, after gunicorn forked."""
     listed = list(items)
     if len(listed) <= 1:
         return [fn(item) for item in listed]
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="archive-pages")
-    return list(_pool.map(fn, listed))
+    return list(get_db().executor("archive-pages", _POOL_THREADS).map(fn, listed))
 
 
 # -- URLs ------------------------------------------------------------------------------------------------------
@@ -64,10 +56,6 @@ def _seg(value: Any) -> str:
     """One path segment built from data: percent-encoded whole (a `/`, `..`, `?` or `#` in an id cannot leave
     its segment; ids are checked at ingest too, api/slack/payloads.py)."""
     return quote(str(value), safe="")
-
-
-def team_url(team_id: str) -> str:
-    return f"/archive/teams/{_seg(team_id)}"
 
 
 def channel_url(team_id: str, channel_id: str, include_deleted: bool = False) -> str:

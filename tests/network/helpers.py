@@ -8,7 +8,7 @@ import secrets
 from pathlib import Path
 
 from api.db import Database
-from api.network import actions, loader
+from api.network import job_handlers, loader
 from api.network.jobs import JobWorker, Stats
 from api.network.settings import NetworkSettings
 from tests.network.reference import Reference
@@ -57,7 +57,7 @@ _workers: dict[int, JobWorker] = {}
 def run_jobs(db: Database) -> Stats:
     """What `chronicle network worker` does, until no job is due: the jobs queued by requests so far. One
     worker per database for the whole run (it remembers what it finished, as a running worker does)."""
-    worker = _workers.setdefault(id(db), JobWorker(db, actions.run_job))
+    worker = _workers.setdefault(id(db), JobWorker(db, job_handlers.run_job))
     return worker.drain(stop=False)
 
 

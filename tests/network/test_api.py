@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.db import get_db
-from api.network import accounts, actions, likes
+from api.network import accounts, celebrities, likes
 from api.network.settings import set_network_settings
 from tests.network.checks import check_home, check_posts, check_rankings, check_search, sample_accounts
 from tests.network.helpers import ADMIN, CAP, exact_settings, run_jobs
@@ -17,7 +17,7 @@ def hybrid(on: bool, net) -> int:
     applied to the network (the job an operator runs after changing the setting)."""
     threshold = net.ref.q2(5)[-1][1] if on else 0
     set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
-    actions.apply_threshold(get_db(), net.name)
+    celebrities.apply_threshold(get_db(), net.name)
     return threshold
 
 
@@ -231,7 +231,7 @@ def test_authors_crossing_the_hybrid_threshold(fresh_net, client):
     faller = next(a for a in ranked[10:] if ref.q1(a) and len(ref.followers(a)) >= 3)
     threshold = len(ref.followers(faller))
     set_network_settings(exact_settings(hybrid_threshold=threshold, hybrid_hysteresis=0.0, cache_cap=CAP))
-    actions.apply_threshold(get_db(), net.name)
+    celebrities.apply_threshold(get_db(), net.name)
     assert accounts.is_celebrity(get_db(), net.name, faller)
     readers = sorted(ref.followers(faller))[:8]  # a sample of its followers: each is checked the same way
     check_home(client, net.name, ref, readers)  # caches built while `faller` is merged at read time
@@ -269,7 +269,7 @@ def test_hysteresis_keeps_a_celebrity_just_below_the_threshold(fresh_net, client
     celeb = ref.q2(1)[0][0]
     threshold = len(ref.followers(celeb))
     set_network_settings(exact_settings(hybrid_threshold=threshold, hybrid_hysteresis=0.5, cache_cap=CAP))
-    actions.apply_threshold(get_db(), net.name)
+    celebrities.apply_threshold(get_db(), net.name)
     leaver = sorted(ref.followers(celeb))[0]
     r = client.delete(f"/networks/{net.name}/accounts/{leaver}/follows/{celeb}", headers=ADMIN).json
     assert (r["followee"]["follower_count"], r["celebrity_job"]) == (threshold - 1, False)

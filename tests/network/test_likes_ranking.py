@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from api.db import get_db
-from api.network import actions
+from api.network import home
 from api.network.settings import NetworkSettings, set_network_settings
 from tests.network.helpers import ADMIN, CAP
 
@@ -95,7 +95,7 @@ def test_a_ranking_is_reused_with_current_counts_then_ranked_again(fresh_net, cl
     _age(net, reader, MAX_AGE * 1.5)
     stale = _home(client, net, reader)
     assert _ids(stale) == _served(ref, kept)
-    assert actions.settle_reranking() == 1
+    assert home.settle_reranking(get_db()) == 1
     fresh = _home(client, net, reader)
     assert _ids(fresh) == ref.q4(reader, "likes", CAP, PAGE)[2] and climber in _ids(fresh)
     assert fresh["ranked_at"] > ranked_at
@@ -107,7 +107,7 @@ def test_a_ranking_is_reused_with_current_counts_then_ranked_again(fresh_net, cl
     assert _ids(_home(client, net, reader)) == _served(ref, kept)
     _age(net, reader, MAX_AGE * 2 + 1)
     assert _ids(_home(client, net, reader)) == ref.q4(reader, "likes", CAP, PAGE)[2]
-    assert actions.settle_reranking() == 0
+    assert home.settle_reranking(get_db()) == 0
 
 
 def test_the_readers_own_follows_rebuilds_and_deletes_rank_again(fresh_net, client):

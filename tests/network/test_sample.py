@@ -7,7 +7,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from api.network import actions
+from api.network import top100
 from api.network.sample import SAMPLE_NETWORK, build_sample_files, load_sample
 from tests.network.checks import check_home, check_search, sample_accounts
 from tests.network.reference import Reference
@@ -15,9 +15,9 @@ from tests.network.reference import Reference
 
 def test_sample_loads_idempotently(db, client):
     first = load_sample(db)
-    snap1 = actions.compute_rankings(db, SAMPLE_NETWORK)
+    snap1 = top100.compute_rankings(db, SAMPLE_NETWORK)
     second = load_sample(db)
-    snap2 = actions.compute_rankings(db, SAMPLE_NETWORK)
+    snap2 = top100.compute_rankings(db, SAMPLE_NETWORK)
     assert first == second
     assert snap1["accounts"] == snap2["accounts"] and snap1["followers"] == snap2["followers"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from api.db import get_db
-from api.network import accounts, actions, likes, loader, posts, search
+from api.network import accounts, celebrities, likes, loader, maintenance, post_search, posts, search
 from api.network.settings import set_network_settings
 from api.network.tokens import query_terms
 from tests.network.checks import Q6_QUERIES, check_home
@@ -37,7 +37,7 @@ def test_common_terms_answer_from_top_lists_like_the_reference(fresh_net, client
     counts = search.term_counts(db, net.name, ["the", "love", "tour"])
     assert counts["the"] > 5  # common under the fixture's threshold
     for term in ("the", "love", "tour", "a", "to", "of", "and", "happy", "birthday", "world"):
-        actions.rebuild_term_top(db, net.name, term)
+        post_search.rebuild_term_top(db, net.name, term)
     states = search.top_states(db, net.name, ["the"])
     assert states["the"].floor >= 1
     for q in Q6_QUERIES:
@@ -93,9 +93,9 @@ def test_repeated_and_racing_follows_and_likes_count_once(fresh_net, client):
     assert likes.count(db, net.name, post) == ref.like_count(post)
     assert client.get(f"/networks/{net.name}/posts/{post}").json["like_count"] == ref.like_count(post)
     # The reconcile job finds nothing to repair, and repairs a counter knocked off by hand.
-    assert actions.reconcile_counts(db, net.name, [followee, follower])["accounts_repaired"] == {}
+    assert maintenance.reconcile_counts(db, net.name, [followee, follower])["accounts_repaired"] == {}
     accounts.add_counts(db, net.name, follower, followee, +3)
-    repaired = actions.reconcile_counts(db, net.name, [followee, follower])["accounts_repaired"]
+    repaired = maintenance.reconcile_counts(db, net.name, [followee, follower])["accounts_repaired"]
     assert repaired == {followee: (-3, 0), follower: (0, -3)}
     assert accounts.fresh_counts(db, net.name, [followee])[followee][0] == before + 1
 
@@ -130,7 +130,7 @@ def test_home_merges_recent_celebrity_posts_like_the_reference(fresh_net, client
     user = next(u for u in sorted(ref.followers(celeb)) if u not in (author, celeb))
     threshold = len(ref.followers(celeb))
     set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
-    actions.apply_threshold(db, net.name)
+    celebrities.apply_threshold(db, net.name)
     assert accounts.is_celebrity(db, net.name, celeb) and not accounts.is_celebrity(db, net.name, author)
     if author not in ref.follows(user):
         assert client.put(f"/networks/{net.name}/accounts/{user}/follows/{author}", headers=ADMIN).status_code == 200
@@ -178,7 +178,7 @@ def test_home_reads_only_the_celebrities_that_posted_since_its_window(fresh_net,
                               headers=ADMIN).status_code == 200
             ref.follow(user, followee)
     set_network_settings(exact_settings(hybrid_threshold=len(ref.followers(loud)), cache_cap=CAP))
-    actions.apply_threshold(db, net.name)
+    celebrities.apply_threshold(db, net.name)
     assert accounts.is_celebrity(db, net.name, loud)
     assert not accounts.is_celebrity(db, net.name, quiet) and not accounts.is_celebrity(db, net.name, promoted)
     client.get(f"/networks/{net.name}/accounts/{user}/home")  # the cache exists: new posts are fanned in
@@ -200,7 +200,7 @@ def test_home_reads_only_the_celebrities_that_posted_since_its_window(fresh_net,
     post(promoted, "fanned out, then merged", now - timedelta(seconds=95))
     threshold = min(len(ref.followers(quiet)), len(ref.followers(promoted)))
     set_network_settings(exact_settings(hybrid_threshold=threshold, cache_cap=CAP))
-    actions.apply_threshold(db, net.name)  # promotes both: their cached posts are skipped, merged instead
+    celebrities.apply_threshold(db, net.name)  # promotes both: their cached posts are skipped, merged instead
     assert accounts.is_celebrity(db, net.name, quiet) and accounts.is_celebrity(db, net.name, promoted)
     post(loud, "celebrity inside the window", now - timedelta(seconds=125))
 

@@ -368,7 +368,9 @@ def test_default_file_hosts_are_slacks():
 
 def test_stored_files_are_downloaded_over_rest_with_the_read_token(client, db, host, slack_settings, unique_channel,
                                                                    monkeypatch):
-    monkeypatch.setenv("CHRONICLE_FILES_ROOT", slack_settings.files_root)  # the route's object store
+    app_settings = client.application.config["CHRONICLE_SETTINGS"]  # the route's object store: the worker's
+    monkeypatch.setitem(client.application.config, "CHRONICLE_SETTINGS",
+                        dataclasses.replace(app_settings, slack=slack_settings))
     c, ts = unique_channel(), "1700006000.000300"
     share(client, "TF7", c, ts, [{"id": "FDL", "name": "a.html", "mimetype": "text/html",
                                   "url_private": f"{host.base_url}/files/FDL"}])

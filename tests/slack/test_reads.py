@@ -230,12 +230,13 @@ def test_paging_helper_roundtrip_and_scope():
     secret = b"k"
     cursor = sign_cursor({"p": 42}, secret, "scope-a")
     assert verify_cursor(cursor, secret, "scope-a") == {"p": 42}
-    from werkzeug.exceptions import HTTPException
+    from api.errors import BadCursor, http_status
 
+    # A domain error, not an HTTP one (api/errors.py maps it: 400 with the reason).
     for args in ((cursor, secret, "scope-b"), (cursor, b"other", "scope-a"), ("x" * 3000, secret, "scope-a")):
-        with pytest.raises(HTTPException) as info:
+        with pytest.raises(BadCursor) as info:
             verify_cursor(*args)
-        assert info.value.code == 400
+        assert http_status(info.value) == 400 and "invalid cursor" in info.value.reason
 
 
 def test_sample_workspace_loads_idempotently(client, db):

@@ -126,6 +126,46 @@ def test_importing_the_same_zip_again_stores_nothing_twice_and_a_killed_import_r
     assert backlog(db, "slack_files")["groups"].get(killed) == backlog(db, "slack_files")["groups"].get(clean)
 
 
+def test_a_group_that_times_out_is_sent_again_and_the_import_completes(db, client, export, settings):
+    """An overloaded node answers a group's writes with a client timeout: the import pauses (on its clock) and
+    sends the group again instead of stopping; a node that keeps timing out stops it after GROUP_ATTEMPTS."""
+    from cassandra import OperationTimedOut
+
+    from tests.clocks import ManualClock
+
+    class Flaky(Database):
+        def __init__(self, failures: int) -> None:
+            super().__init__(settings, clock=ManualClock())
+            self.failures = failures
+
+        def execute_many(self, writes, **kwargs):
+            if self.failures > 0 and kwargs.get("batch_size") == 50:  # a group's rows, after they were built
+                self.failures -= 1
+                raise OperationTimedOut(errors={"127.0.0.1:9042": "Client request timeout"})
+            return super().execute_many(writes, **kwargs)
+
+    clean, flaky_team = _team(), _team()
+    expected = zip_import.import_export(db, str(export.path), team_id=clean).messages
+    flaky = Flaky(failures=2)
+    started = flaky.clock.monotonic()
+    try:
+        report = zip_import.import_export(flaky, str(export.path), team_id=flaky_team, group_messages=50)
+        assert flaky.failures == 0 and report.messages == expected > 0
+        # Paused 1 x then 2 x the pause on the injected clock (no real sleep).
+        assert flaky.clock.monotonic() - started == pytest.approx(3 * zip_import.GROUP_RETRY_PAUSE)
+        for channel_id, c in export.expected.channels.items():
+            if c["kind"] == "public":
+                assert _timeline(client, flaky_team, channel_id) == _timeline(client, clean, channel_id)
+        stuck = Flaky(failures=zip_import.GROUP_ATTEMPTS)
+        try:
+            with pytest.raises(OperationTimedOut):
+                zip_import.import_export(stuck, str(export.path), team_id=_team(), group_messages=50)
+        finally:
+            stuck.close()
+    finally:
+        flaky.close()
+
+
 def test_dry_run_reports_counts_per_channel_and_writes_nothing(db, client, export):
     team = _team()
     report = zip_import.import_export(None, str(export.path), team_id=team, dry_run=True)

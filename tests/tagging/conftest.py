@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from api.db import Database, set_db
 from api.network import posts
 from api.network.values import Post
 from api.tagging import service, worker
+from tests.clocks import ManualClock
 
 _ids = itertools.count(1)
 
@@ -33,21 +36,40 @@ def archive_posts(db, network: str, author: int, count: int, text: str = "post {
 
 
 @pytest.fixture
-def make_project(db):
-    """make_project(items=10, teams={"red": None}, people={"ann": ("red", "tagger")}, **options) -> Made."""
+def clocked_db(settings, db):
+    """A Database of the test's own on a ManualClock (`clocked_db.clock.advance(s)`), installed as the app's
+    (`get_db()`) for the test: leases, expiry, checkpoints and cache ages move when the test advances it, and its
+    caches start empty. The clock starts at the real time: the project a test makes with it is then stamped in
+    the same range as what the run's other Databases write in the keyspace, and so read by the same ranges."""
+    database = Database(settings, clock=ManualClock(start=time.time()))
+    set_db(database)
+    try:
+        yield database
+    finally:
+        set_db(db)
+        database.close()
 
-    def make(items: int = 10, teams: dict | None = None, people: dict | None = None, **options) -> Made:
+
+@pytest.fixture
+def make_project(db):
+    """make_project(items=10, teams={"red": None}, people={"ann": ("red", "tagger")}, database=db, **options)
+    -> Made. `database` (clocked_db) stamps the project with its clock: a test on a ManualClock passes it."""
+
+    def make(items: int = 10, teams: dict | None = None, people: dict | None = None, database: Database = db,
+             **options) -> Made:
         n = next(_ids)
         network, project = f"tagnet{n}", f"proj{n}_{datetime.now().strftime('%H%M%S%f')}"
-        ids = archive_posts(db, network, 7, items)
+        ids = archive_posts(database, network, 7, items)
         teams = teams if teams is not None else {"red": None}
-        service.create_project(db, project, f"Project {n}", {"kind": "network", "network": network, "authors": [7]},
+        source = {"kind": "network", "network": network, "authors": [7]}
+        service.create_project(database, project, f"Project {n}", source,
                                options.pop("categories", ["news", "sport", "other"]),
                                options.pop("subcategories", ["local", "world"]), teams=teams, **options)
         people = people if people is not None else {"ann": ("red", "tagger"), "bob": ("red", "tagger"),
                                                      "quinn": ("red", "qa"), "ada": ("red", "admin")}
-        tokens = {user: service.add_member(db, project, user, team, role) for user, (team, role) in people.items()}
-        worker.run_once(db, project)
+        tokens = {user: service.add_member(database, project, user, team, role)
+                  for user, (team, role) in people.items()}
+        worker.run_once(database, project)
         return Made(project, network, ids, tokens)
 
     return make

@@ -3,11 +3,10 @@ skips, expiry, quotas, hold limits, QA, disable, missing sources, figures agains
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from api.network import posts
-from api.tagging import control, items, queue, reconcile, worker
+from api.tagging import control, items, queue, reconcile, stamps, worker
 
 
 def _h(token: str) -> dict[str, str]:
@@ -54,11 +53,13 @@ def test_submit_is_idempotent_and_refuses_unknown_categories(client, make_projec
     assert _next(client, made, "ann")["item"]["seq"] != item["seq"]  # the slot was freed: a new item
 
 
-def test_an_expired_lease_goes_back_to_the_queue_and_a_late_submit_gets_409(client, db, make_project):
-    made = make_project(items=1, lease_seconds=1)
+def test_an_expired_lease_goes_back_to_the_queue_and_a_late_submit_gets_409(client, clocked_db, make_project):
+    db = clocked_db
+    made = make_project(items=1, lease_seconds=1, database=db)
     item = _next(client, made, "ann")["item"]
     assert _next(client, made, "bob")["item"] is None  # the only item is held
-    time.sleep(1.2)
+    assert worker.run_once(db, made.project)["expired"] == 0  # the lease has not run out on the test's clock
+    db.clock.advance(1.2)
     assert worker.run_once(db, made.project)["expired"] == 1
     taken = _next(client, made, "bob")["item"]
     assert taken["seq"] == item["seq"] and taken["lease_id"] != item["lease_id"]
@@ -67,10 +68,11 @@ def test_an_expired_lease_goes_back_to_the_queue_and_a_late_submit_gets_409(clie
     assert _submit(client, made, "bob", taken).status_code == 200
 
 
-def test_a_late_submit_before_anyone_took_the_item_still_counts(client, db, make_project):
-    made = make_project(items=2, lease_seconds=1)
+def test_a_late_submit_before_anyone_took_the_item_still_counts(client, clocked_db, make_project):
+    db = clocked_db
+    made = make_project(items=2, lease_seconds=1, database=db)
     item = _next(client, made, "ann")["item"]
-    time.sleep(1.2)
+    db.clock.advance(1.2)
     assert _submit(client, made, "ann", item).status_code == 200  # expired but not yet returned: still hers
     assert worker.run_once(db, made.project)["expired"] == 0  # the expiry transaction loses to the submit
 
@@ -165,8 +167,9 @@ def test_tokens_are_scoped_to_their_project(client, make_project):
     assert client.get("/tagging/projects/nope/stats", headers=_h("test-admin-token")).status_code == 404
 
 
-def test_figures_equal_an_independent_count_and_reconcile_agrees(client, db, make_project):
-    made = make_project(items=12)
+def test_figures_equal_an_independent_count_and_reconcile_agrees(client, clocked_db, make_project):
+    db = clocked_db
+    made = make_project(items=12, database=db)
     expected_finished: Counter = Counter()
     used: Counter = Counter()
     plan = [("ann", ["news"], ["storm", "rain"]), ("bob", ["news", "sport"], ["storm"]),
@@ -177,7 +180,8 @@ def test_figures_equal_an_independent_count_and_reconcile_agrees(client, db, mak
         expected_finished[user] += 1
         used.update(f"c:{c}" for c in cats)
         used.update(f"k:{w}" for w in words)
-    time.sleep(worker.SETTLE_US / 1e6 + 0.5)
+        db.clock.advance(1)  # a second per item: distinct stamps, as in real use
+    db.clock.advance(worker.SETTLE_US / 1e6 + 0.5)  # every event is behind the owner's checkpoint
     worker.run_once(db, made.project)
     stats = client.get(f"/tagging/projects/{made.project}/stats", headers=_h(made.tokens["ada"])).get_json()
     assert stats["project"]["tagged"] == 5 and stats["project"]["remaining"] == 12 - 5
@@ -195,14 +199,15 @@ def test_figures_equal_an_independent_count_and_reconcile_agrees(client, db, mak
     assert completion == {"keywords": ["storm"]}
 
 
-def test_reconcile_repairs_a_lost_event_and_drifted_figures(client, db, make_project):
-    made = make_project(items=4)
+def test_reconcile_repairs_a_lost_event_and_drifted_figures(client, clocked_db, make_project):
+    db = clocked_db
+    made = make_project(items=4, database=db)
     item = _next(client, made, "ann")["item"]
     state = items.get(db, made.project, item["seq"])
     # A submit whose request died after its transaction: the item is Tagged, the effort event never written.
     assert items.submit(db, made.project, item["seq"], "ann", int(item["lease_id"]), ["news"], [], ["lost"],
                         state.lease_from_us + 1000)
-    time.sleep(worker.SETTLE_US / 1e6 + 0.5)
+    db.clock.advance(worker.SETTLE_US / 1e6 + 0.5)  # the lost event's time falls behind the owner's checkpoint
     worker.run_once(db, made.project)
     found = reconcile.reconcile(db, made.project)
     assert found["missing_events"] == 1 and "project/" in found["differences"]
@@ -250,19 +255,18 @@ def test_a_retried_skip_gives_the_unit_back_once(client, db, make_project):
     assert a["status"] == "InProgress"
 
 
-def test_a_claim_cut_short_still_expires_and_reconcile_gives_back_a_leaked_unit(client, db, make_project):
-    from api.tagging import service
-
-    made = make_project(items=2, teams={"red": 5}, lease_seconds=1)
+def test_a_claim_cut_short_still_expires_and_reconcile_gives_back_a_leaked_unit(client, clocked_db, make_project):
+    db = clocked_db
+    made = make_project(items=2, teams={"red": 5}, lease_seconds=1, database=db)
     pos = control.positions(db, made.project)
     entry = queue.entries(db, made.project, queue.TAG, pos.tag_head, pos.tag_tail, 10)[0]
     # A request that took a unit, logged the lease end and claimed, then died: nothing else was written.
-    lease = items.new_lease_id(service._now_us(), 0)
-    now = service._now_us()
+    lease = items.new_lease_id(stamps.now_us(db), 0)
+    now = stamps.now_us(db)
     assert items.change_usage(db, made.project, "red", +1, 5)
     db.execute(*queue.lease_end_write(made.project, now + 1_000_000, entry.seq, lease))
     assert items.claim(db, made.project, entry.seq, entry.pos, "ann", "red", lease, now, now + 1_000_000)
-    time.sleep(1.2)
+    db.clock.advance(1.2)
     assert worker.run_once(db, made.project)["expired"] == 1
     assert items.get(db, made.project, entry.seq).status == "New"
     assert items.usage(db, made.project, "red") == 0  # the expiry gave the claim's unit back

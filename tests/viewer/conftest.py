@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -41,15 +40,10 @@ def app(settings, db, viewer_archive: Archive):
     from api.app import create_app
 
     tokens = {**TEST_API_TOKENS, **viewer_archive.tokens}
-    previous_root = os.environ.get("CHRONICLE_FILES_ROOT")
-    os.environ["CHRONICLE_FILES_ROOT"] = str(viewer_archive.files_root)
-    application = create_app(dataclasses.replace(settings, api_tokens=json.dumps(tokens)), database=db)
+    slack = dataclasses.replace(settings.slack, files_root=str(viewer_archive.files_root))
+    application = create_app(dataclasses.replace(settings, api_tokens=json.dumps(tokens), slack=slack), database=db)
     application.config["TESTING"] = True
-    yield application
-    if previous_root is None:
-        os.environ.pop("CHRONICLE_FILES_ROOT", None)
-    else:
-        os.environ["CHRONICLE_FILES_ROOT"] = previous_root
+    return application
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,6 @@ from api.slack.reports.schemas import (
     ReportSchema,
 )
 from api.slack.schemas import error_responses, path_parameters
-from api.slack.settings import SlackSettings
 
 blp = Blueprint("slack_reports", __name__, description="Slack activity reports (weekly, any period)")
 
@@ -144,7 +143,7 @@ def generate_report(body: dict[str, Any], team_id: str):
         abort(404, message=str(exc))
     if body["post"]:
         try:
-            delivery = service.post(document, SlackSettings.from_env(), per_channel=body["per_channel"],
+            delivery = service.post(document, _settings().slack, per_channel=body["per_channel"],
                                     anonymised=body["anonymise"])
             document["delivery"] = {"posted": [{"channel": c, "ts": t} for c, t in delivery.posted],
                                     "skipped": [{"target": c, "reason": r} for c, r in delivery.skipped]}
