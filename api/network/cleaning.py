@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from api.network.common import generated_username, iso, stable_id
 
@@ -122,11 +123,37 @@ def clean_relations(edges_path: Path, posts_path: Path | None, out_dir: Path, *,
     """
     parse_edge(["1", "2"], edge_order)  # an unknown reading fails before any file is written
     report = Report()
-    advance = _Batched(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / ".edges_tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    _spill_edges(edges_path, edge_order, tmp, report, _Batched(progress))
+    followers, follows = _distinct_edges(tmp, report)
+    accounts = set(followers) | set(follows)
+    authors = count_authors(posts_path) if posts_path else []
+    ranked = sorted(accounts, key=lambda a: (-followers[a], a))
+    names = {acc: author for acc, author in zip(ranked, authors, strict=False)}
+    if len(authors) > len(ranked):
+        report.extra["authors_without_account"] = authors[len(ranked):]
+
+    def name(acc: int) -> str:
+        return names.get(acc) or generated_username(acc)
+
+    with (out_dir / "accounts.csv").open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["account_id", "username", "follower_count", "follows_count"])
+        for acc in sorted(accounts):
+            writer.writerow([acc, name(acc), followers[acc], follows[acc]])
+    _write_relations(out_dir / "relations.csv", tmp, name, report)
+    shutil.rmtree(tmp, ignore_errors=True)
+    report.extra.update(edge_order=edge_order, accounts=len(accounts), relation_rows=2 * report.written,
+                        author_accounts={a: acc for acc, a in names.items()})
+    return report
+
+
+def _spill_edges(edges_path: Path, edge_order: str, tmp: Path, report: Report, advance: _Batched) -> None:
+    """Every well-formed edge (user, follower) into one of _BUCKETS spill files by user: memory stays bounded
+    whatever the number of edges. Blank, malformed and self-follow lines are counted and dropped."""
     spills = [(tmp / f"{i}.txt").open("w") for i in range(_BUCKETS)]
     try:
         with edges_path.open(encoding="utf-8", errors="replace") as handle:
@@ -149,6 +176,11 @@ def clean_relations(edges_path: Path, posts_path: Path | None, out_dir: Path, *,
         advance.flush()
         for f in spills:
             f.close()
+
+
+def _distinct_edges(tmp: Path, report: Report) -> tuple[collections.Counter, collections.Counter]:
+    """Each spill bucket's distinct edges, sorted by user, into `u<i>.txt` (duplicates counted and dropped);
+    returns (followers per account, follows per account)."""
     followers: collections.Counter = collections.Counter()
     follows: collections.Counter = collections.Counter()
     for i in range(_BUCKETS):
@@ -165,24 +197,13 @@ def clean_relations(edges_path: Path, posts_path: Path | None, out_dir: Path, *,
                 follows[edge[1]] += 1
         with (tmp / f"u{i}.txt").open("w") as unique:  # this bucket's distinct edges, grouped by user
             unique.writelines(f"{a} {b}\n" for a, b in sorted(seen))
-    accounts = set(followers) | set(follows)
-    authors = count_authors(posts_path) if posts_path else []
-    ranked = sorted(accounts, key=lambda a: (-followers[a], a))
-    names = {acc: author for acc, author in zip(ranked, authors, strict=False)}
-    if len(authors) > len(ranked):
-        report.extra["authors_without_account"] = authors[len(ranked):]
+    return followers, follows
 
-    def name(acc: int) -> str:
-        return names.get(acc) or generated_username(acc)
 
-    with (out_dir / "accounts.csv").open("w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(["account_id", "username", "follower_count", "follows_count"])
-        for acc in sorted(accounts):
-            writer.writerow([acc, name(acc), followers[acc], follows[acc]])
-    # Rows come out grouped by partition (all followers of one account, then all follows of one account),
-    # so the loader can write each group as one single-partition batch.
-    with (out_dir / "relations.csv").open("w", newline="") as out:
+def _write_relations(path: Path, tmp: Path, name: Callable[[int], str], report: Report) -> None:
+    """relations.csv: rows grouped by partition (all followers of one account, then all follows of one
+    account), so the loader can write each group as one single-partition batch."""
+    with path.open("w", newline="") as out:
         writer = csv.writer(out)
         writer.writerow(["account_id", "account_username", "rel_type", "target_id", "target_username"])
         by_follower = [(tmp / f"f{i}.txt").open("w") for i in range(_BUCKETS)]
@@ -203,10 +224,6 @@ def clean_relations(edges_path: Path, posts_path: Path | None, out_dir: Path, *,
                 pairs = sorted(tuple(map(int, line.split())) for line in spill)
             for follower, user in pairs:
                 writer.writerow([follower, name(follower), "follows", user, name(user)])
-    shutil.rmtree(tmp, ignore_errors=True)
-    report.extra.update(edge_order=edge_order, accounts=len(accounts), relation_rows=2 * report.written,
-                        author_accounts={a: acc for acc, a in names.items()})
-    return report
 
 
 # -- posts and likes -------------------------------------------------------------------------------------------
@@ -269,8 +286,7 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
     spread_authors: collections.Counter = collections.Counter()
     on_own = 0  # posts that sit on the account bearing their author's name
     all_ids = sorted(a[0] for a in accounts)
-    seen_ids: set[int] = set()
-    seen_rows: set[int] = set()
+    ids = _PostIds()
     likes_written = 0
     with (out_dir / "posts.csv").open("w", newline="", encoding="utf-8") as pout, \
             (out_dir / "likes.csv").open("w", newline="") as lout:
@@ -280,55 +296,87 @@ def clean_posts(posts_path: Path, accounts_path: Path, out_dir: Path, *, like_ra
         for row in iter_raw_posts(posts_path):
             report.read += 1
             advance(1)
-            author = (row.get("author") or "").strip()
-            content = row.get("content") or ""
-            if not author or None in row or row.get("number_of_likes") is None:
-                report.dropped["malformed row (missing author or columns)"] += 1
+            post = _checked_post(row, date_order, report)
+            if post is None:
                 continue
-            posted = parse_date(row["date_time"] or "", date_order)
-            if posted is None:
-                report.dropped["unparseable date_time"] += 1
-                continue
-            likes, shares = _int(row["number_of_likes"]), _int(row["number_of_shares"] or "")
-            if likes is None or shares is None or likes < 0:
-                report.dropped["non-numeric number_of_likes/shares"] += 1
-                continue
-            fingerprint = stable_id(author, row["date_time"], content, row["id"])
-            if fingerprint in seen_rows:
-                report.dropped["exact duplicate row"] += 1
-                continue
-            seen_rows.add(fingerprint)
-            raw_id = row["id"].strip()
-            post_id = int(raw_id) if raw_id.isdigit() and 0 < int(raw_id) < 2**63 else None
+            author, posted, likes, shares = post
+            post_id = ids.new_id(row, author, report)
             if post_id is None:
-                report.repaired["id in scientific notation or invalid"] += 1
-            elif post_id in seen_ids:
-                report.repaired["id collision"] += 1
-                post_id = None
-            salt = 0
-            while post_id is None or post_id in seen_ids:
-                post_id = stable_id(author, row["date_time"], content, str(salt))
-                salt += 1
-            seen_ids.add(post_id)
+                continue
             owner = named.get(author)
             if owner is None:
                 owner = ranked[stable_id(str(post_id)) % len(ranked)]
                 spread_authors[author] += 1
             on_own += owner[1] == author
             lat, lon = (row.get("latitude") or "").strip(), (row.get("longitude") or "").strip()
-            pw.writerow([post_id, owner[0], owner[1], author, raw_id, iso(posted), content,
+            pw.writerow([post_id, owner[0], owner[1], author, row["id"].strip(), iso(posted), row.get("content") or "",
                          (row.get("language") or "").strip(), (row.get("country") or "").strip(), lat, lon,
                          likes, shares])
             report.written += 1
-            k = min(round(likes * like_rate), len(all_ids))
-            if k:
-                rng = random.Random(seed * 1_000_003 + post_id)
-                for idx in sorted(rng.sample(range(len(all_ids)), k)):
-                    lw.writerow([post_id, all_ids[idx]])
-                likes_written += k
+            likes_written += _write_likes(lw, post_id, likes, like_rate, seed, all_ids)
     advance.flush()
     report.extra.update(likes=likes_written, like_rate=like_rate, authors=authors,
                         posts_on_own_account=on_own)
     if spread_authors:
         report.extra.update(spread_over=len(ranked), spread_posts_by_author=dict(sorted(spread_authors.items())))
     return report
+
+
+def _checked_post(row: dict[str, str], date_order: str, report: Report
+                  ) -> tuple[str, datetime, int, int] | None:
+    """(author, posted, likes, shares) of a raw row, or None with the reason counted in `report.dropped`."""
+    author = (row.get("author") or "").strip()
+    if not author or None in row or row.get("number_of_likes") is None:
+        report.dropped["malformed row (missing author or columns)"] += 1
+        return None
+    posted = parse_date(row["date_time"] or "", date_order)
+    if posted is None:
+        report.dropped["unparseable date_time"] += 1
+        return None
+    likes, shares = _int(row["number_of_likes"]), _int(row["number_of_shares"] or "")
+    if likes is None or shares is None or likes < 0:
+        report.dropped["non-numeric number_of_likes/shares"] += 1
+        return None
+    return author, posted, likes, shares
+
+
+class _PostIds:
+    """Rows seen (exact duplicates dropped) and post ids given: a plain integer id seen for the first time is
+    kept; an id in scientific notation (precision lost) or a repeated one gets a stable id hashed from author,
+    date and content."""
+
+    def __init__(self) -> None:
+        self.seen_rows: set[int] = set()
+        self.seen_ids: set[int] = set()
+
+    def new_id(self, row: dict[str, str], author: str, report: Report) -> int | None:
+        """The post id of `row`, or None for an exact duplicate of a row seen before (counted)."""
+        content = row.get("content") or ""
+        fingerprint = stable_id(author, row["date_time"], content, row["id"])
+        if fingerprint in self.seen_rows:
+            report.dropped["exact duplicate row"] += 1
+            return None
+        self.seen_rows.add(fingerprint)
+        raw_id = row["id"].strip()
+        post_id = int(raw_id) if raw_id.isdigit() and 0 < int(raw_id) < 2**63 else None
+        if post_id is None:
+            report.repaired["id in scientific notation or invalid"] += 1
+        elif post_id in self.seen_ids:
+            report.repaired["id collision"] += 1
+            post_id = None
+        salt = 0
+        while post_id is None or post_id in self.seen_ids:
+            post_id = stable_id(author, row["date_time"], content, str(salt))
+            salt += 1
+        self.seen_ids.add(post_id)
+        return post_id
+
+
+def _write_likes(writer: Any, post_id: int, likes: int, like_rate: float, seed: int, all_ids: list[int]) -> int:
+    """round(likes * like_rate) distinct accounts liking the post, drawn with a per-post seed; returns how many."""
+    k = min(round(likes * like_rate), len(all_ids))
+    if k:
+        rng = random.Random(seed * 1_000_003 + post_id)
+        for idx in sorted(rng.sample(range(len(all_ids)), k)):
+            writer.writerow([post_id, all_ids[idx]])
+    return k

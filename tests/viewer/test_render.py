@@ -7,13 +7,14 @@ balanced bidi controls per text node, and every word of the input still visible.
 
 from __future__ import annotations
 
-import random
 import re
 import time
 import unicodedata
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markupsafe import Markup
 
 from api.viewer.render import MAX_ELEMENTS, channel_ids, emoji, message_html, user_ids
@@ -226,7 +227,9 @@ def test_user_and_channel_ids() -> None:
     assert user_ids(None) == set() == channel_ids("")
 
 
-def test_ids_cover_every_name_the_renderer_looks_up() -> None:
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(text=st.deferred(lambda: fuzz_texts))
+def test_ids_cover_every_name_the_renderer_looks_up(text: str) -> None:
     class Recording(dict):
         def __init__(self) -> None:
             super().__init__()
@@ -237,14 +240,9 @@ def test_ids_cover_every_name_the_renderer_looks_up() -> None:
             return default
 
     users, channels = Recording(), Recording()
-    rng = random.Random(7)
-    for _ in range(300):
-        text = fuzz_text(rng)
-        users.asked.clear()
-        channels.asked.clear()
-        message_html(text, users=users, channels=channels, channel_url=channel_url)
-        assert users.asked <= user_ids(text)
-        assert channels.asked <= channel_ids(text)
+    message_html(text, users=users, channels=channels, channel_url=channel_url)
+    assert users.asked <= user_ids(text)
+    assert channels.asked <= channel_ids(text)
 
 
 # --- emoji table -----------------------------------------------------------------------------------------------
@@ -585,19 +583,14 @@ FRAGMENTS = [
 ]
 
 
-def fuzz_text(rng: random.Random) -> str:
-    pieces = rng.choices(FRAGMENTS, k=rng.randint(1, 40))
-    if rng.random() < 0.2:
-        pieces.append("".join(rng.choice("*_~`<>|&:;@#!^ \nab") for _ in range(rng.randint(1, 30))))
-    rng.shuffle(pieces)
-    return "".join(pieces)
+# Markup fragments in any order, now and then a run of single markup characters; hypothesis shrinks a failing
+# text to the fewest fragments that still fail.
+fuzz_texts = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(alphabet="*_~`<>|&:;@#!^ \nab", min_size=1,
+                                                                    max_size=30)),
+                      min_size=1, max_size=40).map("".join)
 
 
-def test_fuzz() -> None:
-    rng = random.Random(20240611)
-    for _ in range(4000):
-        text = fuzz_text(rng)
-        try:
-            check(render(text, with_urls=rng.random() < 0.7), text)
-        except AssertionError as exc:
-            raise AssertionError(f"input {text!r}: {exc}") from exc
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(text=fuzz_texts, with_urls=st.booleans())
+def test_fuzz(text: str, with_urls: bool) -> None:
+    check(render(text, with_urls=with_urls), text)

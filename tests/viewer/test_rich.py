@@ -9,7 +9,6 @@ balanced tags, balanced bidi controls per text node, no image or style anywhere.
 from __future__ import annotations
 
 import json
-import random
 import re
 import time
 from datetime import UTC, datetime
@@ -17,6 +16,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markupsafe import Markup
 
 from api.slack.codec import compress_json
@@ -620,32 +621,32 @@ def test_bidi_controls_stay_inside_each_text_run() -> None:
         check(out)  # the checker fails on any run left open or closer without opener
 
 
-def fuzz_value(rng: random.Random, depth: int = 0) -> Any:
-    keys = ["type", "text", "elements", "fields", "accessory", "style", "url", "image_url", "title", "title_link",
-            "color", "fallback", "blocks", "attachments", "message_blocks", "message", "user_id", "channel_id",
-            "range", "name", "unicode", "skin_tone", "timestamp", "format", "indent", "offset", "border", "short",
-            "value", "initial_option", "options", "placeholder", "emoji", "ts", "footer", "pretext", "author_link"]
-    words = ["section", "rich_text", "rich_text_section", "rich_text_list", "rich_text_quote", "context", "actions",
-             "button", "image", "mrkdwn", "plain_text", "text", "link", "user", "emoji", "date", "ordered",
-             "javascript:alert(1)", "https://x.io", "#fff", "good", "<@U1>", "*b*", SCRIPT, "\u202e", "", "U1",
-             "1f44d", "202e", "{date_num}", "header", "divider", "static_select", "broadcast", "here"]
-    roll = rng.random()
-    if depth > 6 or roll < 0.35:
-        return rng.choice([rng.choice(words), rng.randint(-5, 10**12), None, True, 1.5, float("nan")])
-    if roll < 0.6:
-        return [fuzz_value(rng, depth + 1) for _ in range(rng.randint(0, 6))]
-    return {rng.choice(keys): fuzz_value(rng, depth + 1) for _ in range(rng.randint(0, 8))}
+_FUZZ_KEYS = ["type", "text", "elements", "fields", "accessory", "style", "url", "image_url", "title", "title_link",
+              "color", "fallback", "blocks", "attachments", "message_blocks", "message", "user_id", "channel_id",
+              "range", "name", "unicode", "skin_tone", "timestamp", "format", "indent", "offset", "border", "short",
+              "value", "initial_option", "options", "placeholder", "emoji", "ts", "footer", "pretext", "author_link"]
+_FUZZ_WORDS = ["section", "rich_text", "rich_text_section", "rich_text_list", "rich_text_quote", "context", "actions",
+               "button", "image", "mrkdwn", "plain_text", "text", "link", "user", "emoji", "date", "ordered",
+               "javascript:alert(1)", "https://x.io", "#fff", "good", "<@U1>", "*b*", SCRIPT, "\u202e", "", "U1",
+               "1f44d", "202e", "{date_num}", "header", "divider", "static_select", "broadcast", "here"]
+# Any JSON-like value built from Block Kit's and attachments' own keys and words: what a hostile or broken export
+# could hold where blocks and attachments go.
+fuzz_values = st.recursive(
+    st.one_of(st.sampled_from(_FUZZ_WORDS), st.integers(-5, 10**12), st.none(), st.booleans(),
+              st.sampled_from([1.5, float("nan")])),
+    lambda inner: st.one_of(st.lists(inner, max_size=6),
+                            st.dictionaries(st.sampled_from(_FUZZ_KEYS), inner, max_size=8)),
+    max_leaves=60)
 
 
-def test_fuzz_never_raises_and_stays_in_the_allow_list() -> None:
-    rng = random.Random(27)
-    for _ in range(1500):
-        value = fuzz_value(rng)
-        for fn in (blocks_html, attachments_html):
-            check(str(fn(value, NAMES)))
-            check(str(fn([value], NAMES)))
-        check(str(extras_html({"comment": value, "room": value}, NAMES)))
-        user_ids({"blocks": value, "attachments": [value]})
+@settings(max_examples=1000, deadline=None, derandomize=True)
+@given(value=fuzz_values)
+def test_fuzz_never_raises_and_stays_in_the_allow_list(value: Any) -> None:
+    for fn in (blocks_html, attachments_html):
+        check(str(fn(value, NAMES)))
+        check(str(fn([value], NAMES)))
+    check(str(extras_html({"comment": value, "room": value}, NAMES)))
+    user_ids({"blocks": value, "attachments": [value]})
 
 
 def nested(depth: int) -> Any:
