@@ -8,6 +8,8 @@ from flask_smorest import Api
 
 from api import metrics
 from api.config import Settings
+from api.context import Context
+from api.context import install as install_context
 from api.db import READ_LEVELS, Database, get_db, set_db
 from api.errors import register_error_handlers
 from api.observability import FastJSONProvider, configure_logging, install_request_hooks
@@ -20,9 +22,10 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     settings = (settings or Settings.from_env()).validate()
     configure_logging(settings.log_level)
     if database is not None:
-        set_db(database)
+        set_db(database)  # also the process's: workers and background threads outside requests use it
     elif get_db().settings != settings:
         set_db(Database(settings))
+    database = get_db()
 
     app = Flask("chronicle")
     app.config.update(
@@ -40,6 +43,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         },
     )
+    install_context(app, Context(settings, database))
     app.json = FastJSONProvider(app)
     app.json.sort_keys = False  # answers keep their fields in schema order (JSON_SORT_KEYS is gone since Flask 2.3)
     install_request_hooks(app)

@@ -37,8 +37,10 @@ class Cache:
             return self._store.get(key, default)
 
     def __contains__(self, key: Hashable) -> bool:
+        # A membership test does not count as a use (LRU order moves on `get` and `set` only): the caches asked
+        # this way mark rows already written, on the import's hot path, where a reorder per key cost 7% of CPU.
         with self._lock:
-            return self._store.get(key, _MISSING) is not _MISSING  # get: a hit counts as a use (LRU)
+            return key in self._store
 
     def set(self, key: Hashable, value: Any) -> None:
         with self._lock:
@@ -53,7 +55,8 @@ class Cache:
     def missing(self, keys: Iterable[Hashable]) -> list[Hashable]:
         """The keys not in the cache, in order (one lock for many: the import checks ~30 keys a message)."""
         with self._lock:
-            return [k for k in keys if self._store.get(k, _MISSING) is _MISSING]
+            store = self._store
+            return [k for k in keys if k not in store]
 
     def setdefault(self, key: Hashable, make: Callable[[], Any]) -> Any:
         """The value under `key`, or `make()`'s, stored (atomically: for values that are appended to)."""
@@ -80,6 +83,9 @@ class Cache:
         with self._lock:
             self._store.clear()
 
+    def __bool__(self) -> bool:
+        return True  # a cache is a cache even when empty (`caches.get(name) or ...` relies on it)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._store)
@@ -95,19 +101,19 @@ class Caches:
 
     def lru(self, name: str, *, maxsize: int) -> Cache:
         """A cache of at most `maxsize` entries; the least recently used goes first."""
-        return self._named(name, lambda: cachetools.LRUCache(maxsize=maxsize))
+        # The lookup comes first and alone: the import asks for its caches about eight times a message.
+        return self._caches.get(name) or self._made(name, lambda: cachetools.LRUCache(maxsize=maxsize))
 
     def ttl(self, name: str, *, maxsize: int, ttl: float) -> Cache:
         """A cache whose entries expire `ttl` seconds (of the injected clock) after they were set."""
-        return self._named(name, lambda: cachetools.TTLCache(maxsize=maxsize, ttl=ttl, timer=self.clock.monotonic))
+        return self._caches.get(name) or self._made(
+            name, lambda: cachetools.TTLCache(maxsize=maxsize, ttl=ttl, timer=self.clock.monotonic))
 
-    def _named(self, name: str, make: Callable[[], cachetools.Cache]) -> Cache:
-        cache = self._caches.get(name)
-        if cache is None:
-            with self._lock:
-                cache = self._caches.get(name)
-                if cache is None:
-                    cache = self._caches[name] = Cache(name, make())
+    def _made(self, name: str, make: Callable[[], cachetools.Cache]) -> Cache:
+        with self._lock:
+            cache = self._caches.get(name)
+            if cache is None:
+                cache = self._caches[name] = Cache(name, make())
         return cache
 
     def names(self) -> list[str]:

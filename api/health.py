@@ -7,7 +7,8 @@ import functools
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields
 
-from api.db import Statement, get_db
+from api.context import get_db
+from api.db import Statement
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.migrations import latest_version, schema_state
 

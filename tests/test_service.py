@@ -278,3 +278,23 @@ def test_page_assets_carry_their_content_hash_and_are_cached_for_a_year(client):
         assert cached.headers["Cache-Control"] == "public, max-age=31536000, immutable"
         for other in (url.split("?")[0], url.split("?")[0] + "?v=000000000000"):
             assert "max-age=31536000" not in client.get(other).headers.get("Cache-Control", "")
+
+
+def test_each_app_serves_from_its_own_database(settings, db, client):
+    """The runtime is the app's (api/context.py): a second app built on a Database of its own answers from
+    that Database (its caches fill, the first app's stay empty), whatever the process's installed one is."""
+    from api.context import EXTENSION
+
+    own = Database(settings)
+    other = create_app(settings, database=own)
+    set_db(db)  # create_app installed `own` as the process's database: put the run's back
+    try:
+        assert other.extensions[EXTENSION].db is own and client.application.extensions[EXTENSION].db is db
+        assert other.test_client().get("/readyz").status_code == 200
+        assert "health.schema_current" in own.caches.names()
+        assert "health.schema_current" not in db.caches.names() or len(db.caches.lru(
+            "health.schema_current", maxsize=1)) == 0
+        assert client.get("/readyz").status_code == 200
+        assert len(db.caches.lru("health.schema_current", maxsize=1)) == 1
+    finally:
+        own.close()

@@ -13,7 +13,7 @@ from api.activity import codec, service
 from api.activity.schemas import ActivityArgs, ActivitySchema, asked_days
 from api.activity.service import Archive
 from api.auth import require_workspace
-from api.db import get_db
+from api.context import get_db
 from api.network import accounts
 from api.network.common import valid_network_name
 from api.slack import channels

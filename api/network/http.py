@@ -15,7 +15,8 @@ from flask.views import MethodView
 from flask_smorest import Blueprint, abort
 
 from api.auth import require_admin
-from api.db import get_db, reads_own_writes
+from api.context import get_db
+from api.db import reads_own_writes
 from api.network import accounts, actions, post_search, posts, rankings, relations, search, top100
 from api.network import home as home_timeline
 from api.network.common import valid_network_name

@@ -15,7 +15,7 @@ from flask import Response, current_app, send_file
 from flask_smorest import Blueprint, abort
 
 from api.auth import require_workspace
-from api.db import get_db
+from api.context import get_db
 from api.slack import channels, files, messages
 from api.slack.codec import ID_PATTERN, is_slack_id
 from api.slack.schemas import error_responses, path_parameters

@@ -15,7 +15,8 @@ from flask_smorest import Blueprint, abort
 
 from api.auth import require_workspace
 from api.config import Settings
-from api.db import get_db, reads_own_writes
+from api.context import get_db
+from api.db import reads_own_writes
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import BAD_POSITION
 from api.slack import channels, events, listings, messages, search, users

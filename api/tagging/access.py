@@ -12,7 +12,7 @@ from flask_smorest import abort
 
 from api import csrf
 from api.config import Settings
-from api.db import get_db
+from api.context import get_db
 from api.tagging import effort, projects, stamps
 from api.tagging.projects import Member
 

@@ -15,7 +15,8 @@ from flask import current_app
 from flask_smorest import Blueprint, abort
 
 from api import csrf
-from api.db import get_db, reads_own_writes
+from api.context import get_db
+from api.db import reads_own_writes
 from api.slack.schemas import error_responses
 from api.tagging import access, effort, projects, service
 from api.tagging.projects import Member

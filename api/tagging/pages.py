@@ -18,7 +18,7 @@ from pathlib import Path
 from flask import Blueprint, Response, redirect, render_template, request
 
 from api import csrf
-from api.db import get_db
+from api.context import get_db
 from api.pages import secure
 from api.tagging import access, projects
 from api.tagging.projects import Member, Project

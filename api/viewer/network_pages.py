@@ -21,7 +21,7 @@ from flask import Blueprint, Response, current_app, redirect, render_template, r
 from markupsafe import Markup, escape
 
 from api.activity import calendar
-from api.db import get_db
+from api.context import get_db
 from api.network import accounts, home, post_search, posts, rankings, search
 from api.network.common import valid_network_name
 from api.network.settings import network_settings

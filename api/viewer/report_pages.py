@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, render_template, request
 
-from api.db import get_db
+from api.context import get_db
 from api.pages import PageError, error_pages, secure
 from api.paging import sign_cursor, verify_cursor
 from api.slack.codec import is_slack_id

@@ -25,7 +25,7 @@ from flask import Blueprint, Response, current_app, g, render_template, request,
 from api.activity import calendar, codec, service
 from api.activity import events as ev
 from api.config import Settings
-from api.db import get_db
+from api.context import get_db
 from api.errors import BadPosition, NotFound
 from api.pages import PageError, error_pages, secure
 from api.slack import activity_index, channels, files, listings, messages, search, users

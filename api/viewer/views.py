@@ -25,7 +25,8 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from api.db import Database, get_db
+from api.context import get_db
+from api.db import Database
 from api.slack import search, users
 from api.slack.messages import Message
 from api.slack.timeutil import us_to_ts

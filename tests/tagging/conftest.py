@@ -36,17 +36,23 @@ def archive_posts(db, network: str, author: int, count: int, text: str = "post {
 
 
 @pytest.fixture
-def clocked_db(settings, db):
+def clocked_db(settings, db, app):
     """A Database of the test's own on a ManualClock (`clocked_db.clock.advance(s)`), installed as the app's
-    (`get_db()`) for the test: leases, expiry, checkpoints and cache ages move when the test advances it, and its
-    caches start empty. The clock starts at the real time: the project a test makes with it is then stamped in
-    the same range as what the run's other Databases write in the keyspace, and so read by the same ranges."""
+    (api/context.py) and the process's for the test: leases, expiry, checkpoints and cache ages move when the
+    test advances it, and its caches start empty. The clock starts at the real time: the project a test makes
+    with it is then stamped in the same range as what the run's other Databases write in the keyspace, and so
+    read by the same ranges."""
+    from api.context import EXTENSION, Context
+
     database = Database(settings, clock=ManualClock(start=time.time()))
+    previous = app.extensions[EXTENSION]
+    app.extensions[EXTENSION] = Context(previous.settings, database)
     set_db(database)
     try:
         yield database
     finally:
         set_db(db)
+        app.extensions[EXTENSION] = previous
         database.close()
 
 

@@ -13,7 +13,7 @@ from flask_smorest import Blueprint, abort
 
 from api.auth import require_admin, require_workspace
 from api.config import Settings
-from api.db import get_db
+from api.context import get_db
 from api.pages import CONTENT_SECURITY_POLICY
 from api.paging import sign_cursor, verify_cursor
 from api.slack.codec import is_slack_id
