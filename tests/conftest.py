@@ -62,6 +62,22 @@ def db(settings: Settings):
     admin.close()
 
 
+@pytest.fixture
+def clock():
+    """A clock the test moves by hand (tests/clocks.py)."""
+    from tests.clocks import ManualClock
+
+    return ManualClock()
+
+
+@pytest.fixture
+def mdb(settings: Settings, db: Database, clock):
+    """A Database on the run's keyspace (`db` applied the migrations) whose clock the test moves."""
+    database = Database(settings, clock=clock)
+    yield database
+    database.close()
+
+
 @pytest.fixture(autouse=True)
 def cold_caches():
     """Every test starts with the caches of a cold process: no test depends on what another one read."""

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from api.db import Database
 from api.network import jobs
 from api.worker_loop import StopOnSignal, run_worker
 from tests.clocks import ManualClock
@@ -91,17 +90,6 @@ def test_sigterm_finishes_the_current_unit_then_stops_and_the_handlers_are_put_b
     assert said == [f"signal {int(signal.SIGTERM)}: finishing the current job, then stopping"]
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def mdb(settings, db, clock):
-    database = Database(settings, clock=clock)
-    yield database
-    database.close()
 
 
 def test_a_job_worker_retries_by_its_clock(mdb, clock, monkeypatch):

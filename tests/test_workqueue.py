@@ -16,7 +16,6 @@ import uuid
 import pytest
 
 from api import workqueue
-from api.db import Database
 from api.workqueue import WorkItem
 from tests.clocks import ManualClock
 
@@ -24,19 +23,6 @@ from tests.clocks import ManualClock
 @pytest.fixture
 def queue() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def mdb(settings, db, clock):
-    """A Database on the run's keyspace (`db` applied the migrations) whose clock the test moves."""
-    database = Database(settings, clock=clock)
-    yield database
-    database.close()
 
 
 def settle(clock: ManualClock) -> None:
