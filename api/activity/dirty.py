@@ -34,7 +34,7 @@ log = structlog.get_logger("chronicle.activity")
 
 # Marks this process has written for their grid step (the same queue row again would change nothing).
 _MARKED = "activity.marks_written"
-_MARKED_MAX = 100_000
+_MARKED_MAX = 20_000  # ~8 MB (a Mark and a due time a key)
 
 
 def _marked(db: Database) -> Cache:

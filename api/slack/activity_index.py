@@ -34,7 +34,7 @@ Touch = tuple[str, str, int, str, int]
 
 # Index rows this process has written (insert-only rows: forgetting one only costs a redundant write).
 _WRITTEN = "slack.activity_touches_written"
-_WRITTEN_MAX = 200_000
+_WRITTEN_MAX = 40_000  # ~10 MB (5-tuple keys): the current channel-days of the import fit
 
 
 def _written(db: Database) -> Cache:

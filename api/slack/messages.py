@@ -353,7 +353,7 @@ def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: i
 # Days this process has written to slack_channel_days: the row is insert-only (never deleted), so once
 # written it need not be written again; saves one write per message on a busy channel.
 _KNOWN_DAYS = "slack.channel_days_written"
-_KNOWN_DAYS_MAX = 100_000
+_KNOWN_DAYS_MAX = 40_000
 
 
 def _known_days(db: Database) -> Cache:

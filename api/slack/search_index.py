@@ -59,7 +59,7 @@ def message_terms(channel_id: str, user_id: str | None, text: str | None) -> lis
 # per term and day is enough; a common word costs one posting per message, not two. Forgetting one only costs
 # a redundant write.
 _LISTED = "slack.search_term_days_written"
-_LISTED_MAX = 200_000
+_LISTED_MAX = 40_000  # ~10 MB; an import walks channel by channel, day by day: the current days fit
 
 
 def _listed(db: Database) -> Cache:
