@@ -242,6 +242,11 @@ def env_zone(name: str, default: str) -> str:
     return value
 
 
+def log_level() -> str:
+    """CHRONICLE_LOG_LEVEL (default INFO)."""
+    return env("CHRONICLE_LOG_LEVEL", "INFO")
+
+
 def tagging_tick() -> float:
     """CHRONICLE_TAGGING_TICK: seconds between two passes of `chronicle tagging worker`."""
     return env_float("CHRONICLE_TAGGING_TICK", 1.0, low=0.01)
@@ -307,7 +312,7 @@ class Settings:
             connect_timeout=env_float("CHRONICLE_CONNECT_TIMEOUT", 2.0, low=0.01),
             cursor_secret=_cursor_secret(env("CHRONICLE_CURSOR_SECRET", ""), env("CHRONICLE_ENV", "")),
             max_body_bytes=env_int("CHRONICLE_MAX_BODY_BYTES", 1024 * 1024, low=1024),
-            log_level=env("CHRONICLE_LOG_LEVEL", "INFO"),
+            log_level=log_level(),
             slack_signing_secrets=parse_mapping(env("CHRONICLE_SLACK_SIGNING_SECRETS", "")),
             slack_signing_secret=env("CHRONICLE_SLACK_SIGNING_SECRET", ""),
             slack_events_path=env("CHRONICLE_SLACK_EVENTS_PATH", "/slack/events"),

@@ -153,3 +153,21 @@ def test_the_worker_commands_stop_on_sigterm_with_exit_0(settings, db, command, 
         assert re.search(done_line, err), err
     else:
         assert json.loads(out)["failed"] == 0
+
+
+def test_a_worker_command_logs_to_stderr_and_prints_only_its_summary_on_stdout(settings, db):
+    """A job that runs logs a line: it goes to stderr as JSON, and stdout is the summary alone (unconfigured,
+    structlog printed plain lines on stdout ahead of it)."""
+    from api.network import jobs
+
+    network = f"logs{uuid.uuid4().hex[:8]}"  # a network of no posts: its term job finds nothing and is done
+    db.execute_many(jobs.job_writes(network, jobs.TERM_TOP, "nothing", clock=db.clock))
+    env = {**os.environ, "CHRONICLE_KEYSPACE": settings.keyspace,
+           "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port)}
+    done = subprocess.run([sys.executable, "-c", "from api.cli import main; main()", "network", "worker", "--once"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    summary = json.loads(done.stdout)  # the whole of stdout is one JSON document
+    assert set(summary) >= {"done", "retried", "failed"} and summary["done"] >= 1 and summary["failed"] == 0
+    logged = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert any(entry.get("event", "").startswith("network_job_") and entry.get("network") == network
+               for entry in logged), done.stderr

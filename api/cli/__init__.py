@@ -8,6 +8,8 @@ the seeds know.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from api.cli.activity import activity
@@ -48,6 +50,12 @@ def chronicle() -> None:
     """Chronicle's admin commands: Cassandra nodes, schema migrations, sample data, Slack file worker and
     follower-network jobs. Settings come from CHRONICLE_* environment variables (README "Configuration").
     """
+    # Every command's logs (the driver's and ours, as JSON) go to stderr: stdout carries its JSON output only.
+    # Unconfigured, structlog printed plain lines to stdout ahead of a worker's summary.
+    from api.config import log_level
+    from api.observability import configure_logging
+
+    configure_logging(log_level(), stream=sys.stderr)
 
 
 for command in (node, migrate, sample, slack, network, activity, tagging):
