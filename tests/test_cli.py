@@ -308,3 +308,33 @@ def test_slack_rebuild_commands_refuse_unknown_workspaces_and_channels(db, tmp_p
     result = _slack(db, command, "--team", team, "--channels", "CCLIGENERAL", "--dry-run")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["channels"] == 1
+
+
+def test_a_bad_setting_stops_a_command_with_exit_2_naming_the_variable():
+    """Settings are read and checked once, by the root's runtime, before the command touches anything."""
+    result = CliRunner().invoke(chronicle, ["migrate", "--dry-run", "--keyspace", "never_created"],
+                                env={"CHRONICLE_NETWORK_PAGE_SIZE": "lots"})
+    assert result.exit_code == 2, result.output
+    assert "CHRONICLE_NETWORK_PAGE_SIZE" in result.output
+
+
+def test_a_command_runs_with_one_database_from_the_root_runtime_closed_when_it_ends(db):
+    """A command asking twice gets one Database; one it built for another keyspace is closed at the end and
+    never replaces the process's installed one."""
+    from api.cli.common import Runtime, database
+    from api.db import installed_db
+
+    with click.Context(chronicle) as ctx:
+        ctx.obj = Runtime()
+        ctx.call_on_close(ctx.obj.close)
+        assert database() is db  # in-process, no other keyspace asked: the process's own
+    with click.Context(chronicle) as ctx:
+        ctx.obj = Runtime()
+        ctx.call_on_close(ctx.obj.close)
+        own = database("system")
+        assert own is not db and database() is own
+        assert own.execute_raw("SELECT release_version FROM system.local").one() is not None
+        with pytest.raises(click.UsageError):
+            database("another_keyspace")
+    assert installed_db() is db
+    assert own._session is None  # closed with its command

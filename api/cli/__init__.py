@@ -8,12 +8,13 @@ the seeds know.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
 from api.cli.activity import activity
-from api.cli.common import CONTEXT, EXIT_CODES_DOC
+from api.cli.common import CONTEXT, EXIT_CODES_DOC, Runtime
 from api.cli.migrate import migrate
 from api.cli.network import network
 from api.cli.node import node
@@ -46,7 +47,8 @@ class _Chronicle(click.Group):
 
 
 @click.group("chronicle", cls=_Chronicle, context_settings=CONTEXT, epilog=EXIT_CODES_DOC)
-def chronicle() -> None:
+@click.pass_context
+def chronicle(ctx: click.Context) -> None:
     """Chronicle's admin commands: Cassandra nodes, schema migrations, sample data, Slack file worker and
     follower-network jobs. Settings come from CHRONICLE_* environment variables (README "Configuration").
     """
@@ -56,6 +58,10 @@ def chronicle() -> None:
     from api.observability import configure_logging
 
     configure_logging(log_level(), stream=sys.stderr)
+    logging.getLogger("cassandra").setLevel(logging.WARNING)  # the driver's connection chatter
+    # One runtime per command (settings validated once, one Database), closed when the command ends.
+    ctx.obj = Runtime()
+    ctx.call_on_close(ctx.obj.close)
 
 
 for command in (node, migrate, sample, slack, network, activity, tagging):

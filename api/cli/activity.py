@@ -17,11 +17,11 @@ from api.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     cassandra_errors,
+    database,
     emit,
     fail,
     progress_bars,
 )
-from api.db import get_db
 from api.worker_loop import StopOnSignal
 
 _CODES = "Exit codes: 0 done, 1 failed (a write, or a stored day this version cannot decode), 2 usage error, " \
@@ -71,7 +71,7 @@ def rebuild(team: str | None, network: str | None, first: str, last: str, accoun
     if network and wanted and not all(a.isdigit() for a in wanted):
         fail("--accounts: network account ids are numbers", EXIT_USAGE)
     with cassandra_errors():
-        db = get_db()
+        db = database()
         try:
             plan = service.plan_rebuild(db, archive, lo, hi, wanted, restart=restart)
         except ValueError as exc:
@@ -108,7 +108,7 @@ def worker(once: bool) -> None:
     CHRONICLE_ACTIVITY_DELAY seconds (default 60). Safe to run several at once (each holds a share of the
     queue); on SIGTERM the current pass is finished and the queue handed back. Prints a JSON summary."""
     with cassandra_errors():
-        db = get_db()
+        db = database()
         db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
         runner = dirty.DirtyWorker(db, service.rebuild_marks)
         click.echo(f"activity worker {runner.owner}: keyspace={db.keyspace}", err=True)
@@ -149,7 +149,7 @@ def show(team: str | None, network: str | None, account: str, first: str, last: 
     with cassandra_errors():
         try:
             emit({"archive": archive.name, "account": account,
-                  "days": service.read(get_db(), archive, account, days, contiguous=True, summary=summary)})
+                  "days": service.read(database(), archive, account, days, contiguous=True, summary=summary)})
         except codec.UnknownCodec as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_FAILED)

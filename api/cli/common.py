@@ -13,6 +13,7 @@ Exit codes, the same for every command (each command's help says which of them i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,8 @@ from cassandra.cluster import NoHostAvailable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from api.config import Settings
+from api.db import Database, installed_db, set_db
 from api.node.common import NodeError, PrerequisiteError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND = 0, 1, 2, 3, 4
@@ -100,3 +103,64 @@ def progress_bars(enabled: bool = True) -> Iterator[Callable[[str, int | None], 
 
     with progress:
         yield factory
+
+
+class Runtime:
+    """What a command runs with, built once by the root group and kept as click's context object (`ctx.obj`):
+    the settings, read and validated on first use (a bad value exits 2 naming its variable: node commands and
+    `--help` never need them), and one Database for the whole command, closed when the command ends."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+        self._db: Database | None = None
+        self._owned = False
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+                self._settings = Settings.from_env()
+        return self._settings
+
+    def database(self, keyspace: str | None = None) -> Database:
+        """The command's Database on `keyspace` (else CHRONICLE_KEYSPACE).
+
+        A Database this process already installed is used when no other keyspace is asked for (a test invoking
+        the command in-process); otherwise the command builds its own and installs it, so that everything the
+        command calls reads one Database."""
+        if self._db is None:
+            installed = installed_db()
+            if installed is not None and keyspace in (None, "", installed.keyspace):
+                self._db = installed
+            else:
+                settings = self.settings()
+                if keyspace:
+                    settings = dataclasses.replace(settings, keyspace=keyspace)
+                self._db, self._owned = Database(settings), True
+                if installed is None:
+                    set_db(self._db)
+        elif keyspace and keyspace != self._db.keyspace:
+            raise click.UsageError(f"this command already uses keyspace {self._db.keyspace}, not {keyspace}")
+        return self._db
+
+    def close(self) -> None:
+        if self._owned and self._db is not None:
+            if installed_db() is self._db:
+                set_db(None)
+            self._db.close()
+        self._db, self._owned = None, False
+
+
+def runtime() -> Runtime:
+    """The Runtime of the command being run (a command invoked outside the root group gets one of its own)."""
+    ctx = click.get_current_context()
+    found = ctx.find_object(Runtime)
+    if found is None:
+        root = ctx.find_root()
+        root.obj = found = Runtime()
+        root.call_on_close(found.close)
+    return found
+
+
+def database(keyspace: str | None = None) -> Database:
+    """The command's Database (see `Runtime.database`)."""
+    return runtime().database(keyspace)

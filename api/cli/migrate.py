@@ -11,8 +11,7 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import CONTEXT, EXIT_USAGE, cassandra_errors, fail_on
-from api.config import Settings
+from api.cli.common import CONTEXT, EXIT_USAGE, cassandra_errors, fail_on, runtime
 from api.db import Database
 from api.migrations import CQL_DIR, MigrationError
 from api.migrations import migrate as apply_migrations
@@ -31,10 +30,10 @@ def migrate(keyspace: str | None, replication: str | None, directory: Path, dry_
     Exit codes: 0 applied (or nothing pending), 1 a migration failed or an applied file was edited,
     2 usage error or bad configuration, 3 Cassandra unreachable.
     """
+    configured = runtime().settings()
     with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
-        settings = Settings.from_env()
-        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace,
-                                       replication=replication or settings.replication, request_timeout=60.0)
+        settings = dataclasses.replace(configured, keyspace=keyspace or configured.keyspace,
+                                       replication=replication or configured.replication, request_timeout=60.0)
         replication_map = settings.replication_map()
     db = Database(settings, keyspace="")
     try:

@@ -35,13 +35,13 @@ from api.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     cassandra_errors,
+    database,
     emit,
     fail,
     fail_on,
     progress_bars,
+    runtime,
 )
-from api.config import Settings
-from api.db import get_db
 from api.network import (
     accounts,
     actions,
@@ -59,7 +59,6 @@ from api.network import (
     top100,
 )
 from api.network.common import parse_iso, valid_network_name
-from api.network.settings import network_settings
 from api.network.values import Account
 
 
@@ -212,11 +211,11 @@ def load(network: str, directory: Path, only: tuple[str, ...], workers: int, con
             started = time.perf_counter()
             with fail_on(ValueError, OSError, prefix=f"{path}: "):
                 if workers > 1:
-                    written = loader.load_parallel(Settings.from_env(), kind, network, path, workers=workers,
+                    written = loader.load_parallel(runtime().settings(), kind, network, path, workers=workers,
                                                    likes_path=directory / "likes.csv", progress=advance,
                                                    concurrency=concurrency)
                 else:
-                    written = loader.load(get_db(), kind, network, path, likes_path=directory / "likes.csv",
+                    written = loader.load(database(), kind, network, path, likes_path=directory / "likes.csv",
                                           progress=advance, concurrency=concurrency)
             seconds = time.perf_counter() - started
             report[kind] = {**({"rows": rows} if rows is not None else {}), "writes": written,
@@ -244,7 +243,7 @@ def query(ctx: click.Context, network: str) -> None:
 
 
 def _account(network: str, account_id: int) -> Account:
-    account = accounts.get_account(get_db(), network, account_id)
+    account = accounts.get_account(database(), network, account_id)
     if account is None:
         fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
     return account
@@ -258,13 +257,13 @@ def q1(network: str, account_id: int, limit: int) -> None:
     """The posts of an account, newest first."""
     with cassandra_errors():
         _account(network, account_id)
-        emit(posts.posts_of_author(get_db(), network, account_id, limit))
+        emit(posts.posts_of_author(database(), network, account_id, limit))
 
 
 def _snapshot(network: str, kind: str, at: str | None, history: int | None) -> None:
     with cassandra_errors():
         when: datetime | None = parse_iso(at) if at else None
-        found = rankings.snapshots(get_db(), network, kind, at=when, limit=history or 1)
+        found = rankings.snapshots(database(), network, kind, at=when, limit=history or 1)
         if not found:
             fail("no snapshot: run `chronicle network rankings` (compute_rankings.py)", EXIT_NOT_FOUND)
         emit(found if history else found[0])
@@ -301,7 +300,7 @@ def q4(network: str, account_id: int, order: str) -> None:
     reuses a ranking by likes for CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE seconds)."""
     with cassandra_errors():
         _account(network, account_id)
-        emit(home.home_of(get_db(), network, account_id, order, fresh=True))
+        emit(home.home_of(database(), network, account_id, order, fresh=True))
 
 
 @query.command(short_help="Q6: the 25 most-liked posts with all WORDS.")
@@ -313,7 +312,7 @@ def q6(network: str, words: tuple[str, ...]) -> None:
     if not parsed:
         fail("give at least one word (letters or digits)", EXIT_USAGE)
     with cassandra_errors():
-        found = post_search.search_posts(get_db(), network, parsed, network_settings().page_size)
+        found = post_search.search_posts(database(), network, parsed, database().settings.network.page_size)
         emit({"words": parsed, "posts": found.posts, "exact": found.exact})
 
 
@@ -353,7 +352,7 @@ def post(network: str, author_id: int | None, content: str | None, posted_at: st
         items.append((author_id, content, posted_at))
     out = []
     with cassandra_errors(), progress_bars(not quiet and len(items) > 1) as bars:
-        db = get_db()
+        db = database()
         advance = bars("posts", len(items))
         for author_id_, text, when in items:
             author = accounts.get_account(db, network, author_id_)
@@ -385,7 +384,7 @@ def init_cache(network: str, account_id: int, dry_run: bool) -> None:
     Exit codes: 0 built, 2 usage error, 3 Cassandra unreachable, 4 unknown account.
     """
     with cassandra_errors():
-        db = get_db()
+        db = database()
         if accounts.get_account(db, network, account_id) is None:
             fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
         emit(home.build_cache(db, network, account_id, dry_run=dry_run))
@@ -405,7 +404,7 @@ def compute_rankings(network: str, every: int | None, dry_run: bool, summary: bo
     Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
     """
     with cassandra_errors():
-        db = get_db()
+        db = database()
         while True:
             result = top100.compute_rankings(db, network, dry_run=dry_run)
             if summary:
@@ -427,7 +426,7 @@ def apply_threshold(network: str, dry_run: bool) -> None:
     Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
     """
     with cassandra_errors():
-        emit(celebrities.apply_threshold(get_db(), network, dry_run=dry_run))
+        emit(celebrities.apply_threshold(database(), network, dry_run=dry_run))
 
 
 @network.command("index-terms", context_settings=CONTEXT, short_help="Job: rebuild the Q6 top lists of terms.")
@@ -449,7 +448,7 @@ def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, d
     if not wanted:
         fail("give --term or --posts-file", EXIT_USAGE)
     with cassandra_errors():
-        db = get_db()
+        db = database()
         with progress_bars() as bars:
             advance = bars("terms", len(wanted))
             out = []
@@ -473,7 +472,7 @@ def reconcile(network: str, account_ids: tuple[int, ...], post_ids: tuple[int, .
     Exit codes: 0 done (drift repaired or none), 2 usage error, 3 Cassandra unreachable.
     """
     with cassandra_errors():
-        emit(maintenance.reconcile_counts(get_db(), network, list(account_ids) or None, list(post_ids),
+        emit(maintenance.reconcile_counts(database(), network, list(account_ids) or None, list(post_ids),
                                       dry_run=dry_run))
 
 
@@ -495,7 +494,7 @@ def worker(once: bool, interval: float, batch_size: int) -> None:
     from api.worker_loop import StopOnSignal
 
     with cassandra_errors():
-        db = get_db()
+        db = database()
         db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
         job_worker = JobWorker(db, job_handlers.run_job, batch_size=batch_size)
         total = Stats()
@@ -540,4 +539,4 @@ def drop(name: str, dry_run: bool, yes: bool) -> None:
                 advances[table] = bars(table[:12], None)
             advances[table](n)
 
-        emit(maintenance.drop_network(get_db(), name, dry_run=dry_run, progress=progress))
+        emit(maintenance.drop_network(database(), name, dry_run=dry_run, progress=progress))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import CONTEXT, cassandra_errors
-from api.db import get_db
+from api.cli.common import CONTEXT, cassandra_errors, database
 
 
 @click.group("sample", context_settings=CONTEXT, short_help="Load the built-in sample data.")
@@ -31,17 +30,14 @@ def load(dry_run: bool) -> None:
         click.echo("would load: the sample Slack workspace (api/slack/sample.py) and the sample follower "
                    "network (api/network/sample.py)")
         return
-    db = get_db()
-    try:
-        with cassandra_errors():
-            for name, loader in (("slack", load_slack_sample), ("network", load_network_sample)):
-                summary = loader(db)
-                click.echo(f"sample {name}: {summary}")
-            # One run of the periodic Q2/Q3 job, so the served sample answers the ranking endpoints at once
-            # (each load appends a snapshot to the time series, as each run of the job does).
-            snapshot = top100.compute_rankings(db, SAMPLE_NETWORK)
-            click.echo(f"sample network: Q2/Q3 snapshot {snapshot['snapshot_id']} in {snapshot['seconds']} s")
-            # After the Slack sample: the tagging project's items are its messages. New tokens each load.
-            click.echo(f"sample tagging: {load_tagging_sample(db)}")
-    finally:
-        db.close()
+    db = database()
+    with cassandra_errors():
+        for name, loader in (("slack", load_slack_sample), ("network", load_network_sample)):
+            summary = loader(db)
+            click.echo(f"sample {name}: {summary}")
+        # One run of the periodic Q2/Q3 job, so the served sample answers the ranking endpoints at once
+        # (each load appends a snapshot to the time series, as each run of the job does).
+        snapshot = top100.compute_rankings(db, SAMPLE_NETWORK)
+        click.echo(f"sample network: Q2/Q3 snapshot {snapshot['snapshot_id']} in {snapshot['seconds']} s")
+        # After the Slack sample: the tagging project's items are its messages. New tokens each load.
+        click.echo(f"sample tagging: {load_tagging_sample(db)}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import re
 import sys
 from typing import Any
@@ -15,30 +13,17 @@ from api.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     cassandra_errors,
+    database,
     emit,
     fail,
     fail_on,
     progress_bars,
 )
-from api.config import Settings
 
 
 @click.group("slack", context_settings=CONTEXT)
 def slack() -> None:
     """The Slack archive's background work."""
-
-
-def _database(keyspace: str | None) -> Any:
-    """A Database on `keyspace` (else CHRONICLE_KEYSPACE) with JSON logging; bad settings exit 2."""
-    from api.db import Database
-    from api.observability import configure_logging
-
-    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
-        settings = Settings.from_env()
-        settings = dataclasses.replace(settings, keyspace=keyspace or settings.keyspace)
-    configure_logging(settings.log_level, stream=sys.stderr)  # stdout carries the command's JSON
-    logging.getLogger("cassandra").setLevel(logging.WARNING)
-    return Database(settings)
 
 
 @slack.command("file-worker", context_settings=CONTEXT, short_help="Fetch Slack files into object storage.")
@@ -62,36 +47,33 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
     from api.slack.files import FileWorker, Stats
     from api.worker_loop import StopOnSignal
 
-    db = _database(keyspace)
+    db = database(keyspace)
     settings = db.settings
     slack_settings = settings.slack
     if not slack_settings.bot_token and not slack_settings.bot_tokens:
         click.echo("warning: no CHRONICLE_SLACK_BOT_TOKEN(S): every download will fail", err=True)
-    try:
-        with cassandra_errors():
-            db.session  # noqa: B018 - connect now, to fail fast with exit code 3
-            worker = FileWorker(db, slack_settings)
-            store = (f"s3://{slack_settings.s3_bucket}" if slack_settings.s3_bucket
-                     else slack_settings.files_root)
-            total = Stats()
-            passes = {"n": 0}
+    with cassandra_errors():
+        db.session  # noqa: B018 - connect now, to fail fast with exit code 3
+        worker = FileWorker(db, slack_settings)
+        store = (f"s3://{slack_settings.s3_bucket}" if slack_settings.s3_bucket
+                 else slack_settings.files_root)
+        total = Stats()
+        passes = {"n": 0}
 
-            def on_pass(stats: Stats) -> None:
-                passes["n"] += 1
-                total.add(stats)
-                if stats.total():
-                    click.echo(f"pass {passes['n']}: stored={stats.stored} retried={stats.retried} "
-                               f"failed={stats.failed} skipped={stats.skipped}", err=True)
+        def on_pass(stats: Stats) -> None:
+            passes["n"] += 1
+            total.add(stats)
+            if stats.total():
+                click.echo(f"pass {passes['n']}: stored={stats.stored} retried={stats.retried} "
+                           f"failed={stats.failed} skipped={stats.skipped}", err=True)
 
-            with StopOnSignal("file", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-                # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
-                click.echo(f"slack file worker {worker.owner}: keyspace={settings.keyspace} store={store}",
-                           err=True)
-                # --once: the files due now, then exit; --max-passes bounds either mode.
-                worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
-                           max_passes=max(0, max_passes))
-    finally:
-        db.close()
+        with StopOnSignal("file", say=lambda line: click.echo(line, err=True)).installed() as stopping:
+            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+            click.echo(f"slack file worker {worker.owner}: keyspace={settings.keyspace} store={store}",
+                       err=True)
+            # --once: the files due now, then exit; --max-passes bounds either mode.
+            worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
+                       max_passes=max(0, max_passes))
     click.echo(f"total: stored={total.stored} retried={total.retried} failed={total.failed} "
                f"skipped={total.skipped}", err=True)
     if fail_on_error and total.failed:
@@ -228,7 +210,7 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
     """
     from api.slack.backfill import Backfill, BackfillError, Options
 
-    db = _database(keyspace)
+    db = database(keyspace)
     slack_settings = db.settings.slack
     token = slack_settings.token_for(team_id)
     if not token:
@@ -238,28 +220,25 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
     options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,
                       channels=wanted, dry_run=dry_run, rate_wait_budget=rate_wait_budget)
     codes = {"bad_token": EXIT_BAD_TOKEN, "missing_scope": EXIT_MISSING_SCOPE, "rate_limited": EXIT_RATE_LIMITED}
-    try:
-        with cassandra_errors(), progress_bars(progress) as bar:
-            bars: dict[str, Any] = {"messages": bar("messages", None)}
+    with cassandra_errors(), progress_bars(progress) as bar:
+        bars: dict[str, Any] = {"messages": bar("messages", None)}
 
-            def on_progress(kind: str, value: Any) -> None:
-                if kind == "channels":
-                    bars["channels"] = bar("channels", value)
-                elif kind == "channel_start":
-                    bars["current"] = bar(f"#{value}"[:24], None)  # one bar per channel, as it starts
-                elif kind == "channel":
-                    bars["channels"](value)
-                else:
-                    bars["messages"](value)
-                    bars["current"](value)
+        def on_progress(kind: str, value: Any) -> None:
+            if kind == "channels":
+                bars["channels"] = bar("channels", value)
+            elif kind == "channel_start":
+                bars["current"] = bar(f"#{value}"[:24], None)  # one bar per channel, as it starts
+            elif kind == "channel":
+                bars["channels"](value)
+            else:
+                bars["messages"](value)
+                bars["current"](value)
 
-            try:
-                report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,
-                                  progress=on_progress).run()
-            except BackfillError as exc:
-                fail(str(exc), codes.get(exc.kind, EXIT_FAILED))
-    finally:
-        db.close()
+        try:
+            report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,
+                              progress=on_progress).run()
+        except BackfillError as exc:
+            fail(str(exc), codes.get(exc.kind, EXIT_FAILED))
     emit(report.to_json())
 
 
@@ -304,30 +283,26 @@ def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_pri
 
     limits = Limits(max_total_bytes=max_bytes, max_entries=max_entries)
     at = _epoch(observed_at, "--observed-at")
-    db = None if dry_run else _database(keyspace)
-    try:
-        with cassandra_errors(), progress_bars(progress) as bar:
-            bars: dict[str, Any] = {}
+    db = None if dry_run else database(keyspace)
+    with cassandra_errors(), progress_bars(progress) as bar:
+        bars: dict[str, Any] = {}
 
-            def on_day_files(total: int) -> None:
-                bars["files"] = bar("day files", total)
-                bars["messages"] = bar("messages", None)
+        def on_day_files(total: int) -> None:
+            bars["files"] = bar("day files", total)
+            bars["messages"] = bar("messages", None)
 
-            def on_progress(_channel: str, n: int) -> None:
-                bars["files"](1)
-                bars["messages"](n)
+        def on_progress(_channel: str, n: int) -> None:
+            bars["files"](1)
+            bars["messages"](n)
 
-            try:
-                report = run_import(db, zip_path, team_id=team_id, include_private=include_private,
-                                    dry_run=dry_run, observed_at=at, limits=limits, progress=on_progress,
-                                    on_day_files=on_day_files, strict_team=not as_copy)
-            except BadArchive as exc:
-                fail(f"{zip_path}: {exc}", EXIT_FAILED)
-            except WrongWorkspace as exc:
-                fail(f"{zip_path}: {exc}", EXIT_NOT_FOUND)
-    finally:
-        if db is not None:
-            db.close()
+        try:
+            report = run_import(db, zip_path, team_id=team_id, include_private=include_private,
+                                dry_run=dry_run, observed_at=at, limits=limits, progress=on_progress,
+                                on_day_files=on_day_files, strict_team=not as_copy)
+        except BadArchive as exc:
+            fail(f"{zip_path}: {exc}", EXIT_FAILED)
+        except WrongWorkspace as exc:
+            fail(f"{zip_path}: {exc}", EXIT_NOT_FOUND)
     emit(report.to_json())
     if not report.imported_anything:
         fail("nothing could be imported (see the report's skipped reasons)", EXIT_FAILED)
@@ -366,23 +341,20 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
     from api.slack.zip_export import export as run_export
 
     lo, hi = _epoch(since, "--from"), _epoch(until, "--to")
-    db = _database(keyspace)
-    try:
-        with cassandra_errors(), progress_bars(progress) as bar:
-            bars: dict[str, Any] = {"messages": bar("messages", None)}
+    db = database(keyspace)
+    with cassandra_errors(), progress_bars(progress) as bar:
+        bars: dict[str, Any] = {"messages": bar("messages", None)}
 
-            def on_channels(total: int) -> None:
-                bars["channels"] = bar("channels", total)
+        def on_channels(total: int) -> None:
+            bars["channels"] = bar("channels", total)
 
-            def on_progress(_folder: str, n: int) -> None:
-                bars["messages"](n)
+        def on_progress(_folder: str, n: int) -> None:
+            bars["messages"](n)
 
-            with fail_on(NotFound, code=EXIT_NOT_FOUND):
-                report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=channels,
-                                    include_deleted=include_deleted, progress=on_progress, on_channels=on_channels,
-                                    tz=tz)
-    finally:
-        db.close()
+        with fail_on(NotFound, code=EXIT_NOT_FOUND):
+            report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=channels,
+                                include_deleted=include_deleted, progress=on_progress, on_channels=on_channels,
+                                tz=tz)
     emit(report.to_json())
 
 
@@ -426,18 +398,15 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
     with fail_on(ValueError, BadPeriod, code=EXIT_USAGE, prefix="bad --start: "):
         period = Period(dt.date.fromisoformat(start), days) if start else \
             Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, days)
-    db = _database(keyspace)
-    try:
-        with cassandra_errors():
-            if stored:
-                document = service.get(db, team_id, period.report_id)
-                if document is None:
-                    fail(f"no stored report {period.report_id} for workspace {team_id}", EXIT_NOT_FOUND)
-            else:
-                with fail_on(service.UnknownWorkspace, code=EXIT_NOT_FOUND):
-                    document = service.generate(db, team_id, period, include_private=include_private)
-    finally:
-        db.close()
+    db = database(keyspace)
+    with cassandra_errors():
+        if stored:
+            document = service.get(db, team_id, period.report_id)
+            if document is None:
+                fail(f"no stored report {period.report_id} for workspace {team_id}", EXIT_NOT_FOUND)
+        else:
+            with fail_on(service.UnknownWorkspace, code=EXIT_NOT_FOUND):
+                document = service.generate(db, team_id, period, include_private=include_private)
     shown = anonymised_copy(document) if anonymise else document
     if output_format == "html":
         text = render.html(shown)
@@ -477,22 +446,19 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
     """
     from api.slack import messages
 
-    db = _database(keyspace)
+    db = database(keyspace)
     written = days = 0
-    try:
-        with cassandra_errors(), progress_bars(progress) as bar:
-            wanted = _indexed_channels(db, team_id, channels)
-            advance = bar("channels", len(wanted))
-            for channel_id in wanted:
-                for day in messages.all_days(db, team_id, channel_id):
-                    writes = messages.analytics_writes(db, team_id, channel_id, day)
-                    days += 1
-                    if not dry_run:
-                        db.execute_many(writes)
-                    written += len(writes)
-                advance(1)
-    finally:
-        db.close()
+    with cassandra_errors(), progress_bars(progress) as bar:
+        wanted = _indexed_channels(db, team_id, channels)
+        advance = bar("channels", len(wanted))
+        for channel_id in wanted:
+            for day in messages.all_days(db, team_id, channel_id):
+                writes = messages.analytics_writes(db, team_id, channel_id, day)
+                days += 1
+                if not dry_run:
+                    db.execute_many(writes)
+                written += len(writes)
+            advance(1)
     emit({"team_id": team_id, "channels": len(wanted), "days": days,
           "writes": written, "dry_run": dry_run})
 
@@ -518,20 +484,17 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
     """
     from api.slack import search
 
-    db = _database(keyspace)
+    db = database(keyspace)
     messages = rows = 0
-    try:
-        with cassandra_errors(), progress_bars(progress) as bar:
-            wanted = _indexed_channels(db, team_id, channels)
-            next_channel = bar("channels", len(wanted))
-            advance = bar("messages", None)
-            for channel_id in wanted:
-                found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
-                                                      progress=advance)
-                messages += found
-                rows += written
-                next_channel(1)
-    finally:
-        db.close()
+    with cassandra_errors(), progress_bars(progress) as bar:
+        wanted = _indexed_channels(db, team_id, channels)
+        next_channel = bar("channels", len(wanted))
+        advance = bar("messages", None)
+        for channel_id in wanted:
+            found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
+                                                  progress=advance)
+            messages += found
+            rows += written
+            next_channel(1)
     emit({"team_id": team_id, "channels": len(wanted), "messages": messages, "rows": rows,
           "dry_run": dry_run})

@@ -16,12 +16,12 @@ from api.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     cassandra_errors,
+    database,
     emit,
     fail,
     progress_bars,
 )
 from api.config import tagging_tick
-from api.db import get_db
 from api.tagging import projects, reconcile, service, worker
 
 _CODES = ("Exit codes: 0 done, 1 failed (a write failed; reconcile: figures differ from the effort log), "
@@ -80,7 +80,7 @@ def create_project(project: str, name: str | None, source: str, categories: str,
     if not _names(categories):
         fail("--categories: at least one category", EXIT_USAGE)
     with cassandra_errors():
-        db = get_db()
+        db = database()
         if dry_run:
             try:
                 stored = service.sources.validate(parsed)
@@ -109,7 +109,7 @@ def create_project(project: str, name: str | None, source: str, categories: str,
 def add_team(project: str, team: str, quota: int | None) -> None:
     """Add a team to a project, or set its quota."""
     with cassandra_errors():
-        db = get_db()
+        db = database()
         if projects.get(db, project) is None:
             fail(f"no project {project}", EXIT_NOT_FOUND)
         projects.put_team(db, project, team, quota)
@@ -128,7 +128,7 @@ def add_user(project: str, user: str, team: str, role: str) -> None:
     its hash is stored); running this again for the same person issues a new token and revokes the old one."""
     with cassandra_errors():
         try:
-            token = service.add_member(get_db(), project, user, team, role)
+            token = service.add_member(database(), project, user, team, role)
         except service.Refused as exc:
             _refused(exc)
         emit({"project": project, "user": user, "team": team, "role": role, "token": token})
@@ -142,7 +142,7 @@ def fill_queues(project: str | None) -> None:
     items, and bring the figures up to date. A project that a running worker holds is skipped (the worker
     keeps it filled). Prints what each project got."""
     with cassandra_errors():
-        db = get_db()
+        db = database()
         names = [project] if project else projects.every(db)
         if project and projects.get(db, project) is None:
             fail(f"no project {project}", EXIT_NOT_FOUND)
@@ -164,7 +164,7 @@ def run_worker() -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     with cassandra_errors():
-        db = get_db()
+        db = database()
         db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
         click.echo(f"tagging worker: keyspace={db.keyspace} tick={tick}s", err=True)
         worker.run(db, stop, tick=tick)
@@ -179,7 +179,7 @@ def reconcile_command(project: str, repair: bool) -> None:
     """Recompute every figure from the effort log (and the log from the item states) and print the
     differences. Exit 1 when they differ and --repair was not given."""
     with cassandra_errors():
-        db = get_db()
+        db = database()
         with progress_bars() as bar:
             try:
                 report = reconcile.reconcile(db, project, repair=repair, progress=bar("items", None))
@@ -196,6 +196,6 @@ def stats(project: str) -> None:
     """The statistics the dashboard shows, as JSON."""
     with cassandra_errors():
         try:
-            emit(service.stats(get_db(), project))
+            emit(service.stats(database(), project))
         except service.Refused as exc:
             _refused(exc)
