@@ -36,7 +36,7 @@ from api.network import (
 )
 from api.network.common import new_post_id, to_utc
 from api.network.relations import FOLLOWER
-from api.network.settings import NetworkSettings, network_settings
+from api.network.settings import NetworkSettings
 from api.network.timelines import FUTURE_SLACK
 from api.network.values import Account, Post
 
@@ -123,7 +123,7 @@ def _write_post(db: Database, network: str, post: Post, ns: NetworkSettings | No
 def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | None = None) -> int:
     """Write the post into the home cache of every follower of its author, unless the author is a celebrity
     (merged at read time)."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     if accounts.is_celebrity(db, network, post.author_id):
         # Read after the post's rows were written: a promotion that added the author to the set before this
         # read records its newest post time after the add, so one of the two records this post.
@@ -231,7 +231,7 @@ class FollowResult:
 def follow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
            ) -> FollowResult:
     """`follower` starts following `followee`. A followee reaching the hybrid threshold is promoted by a job."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     a, b = follower.account_id, followee.account_id
     known_celebrity_f = accounts.start_is_celebrity(db, network, b)
     changed = relations.claim_follow(db, network, follower, followee)
@@ -267,7 +267,7 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     """`follower` stops following `followee`. A celebrity falling below threshold x (1 - hysteresis) is
     demoted (fanned out again) by a job. The unfollowed author's cached posts stay until they expire; reads
     skip them from now on."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     a, b = follower.account_id, followee.account_id
     changed = relations.claim_unfollow(db, network, a, b)
     logged, keys = _log_writes(db, network, "unfollow", a, b) if changed else ([], [])
