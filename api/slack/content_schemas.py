@@ -13,10 +13,16 @@ from __future__ import annotations
 from marshmallow import INCLUDE, Schema
 from marshmallow import fields as mf
 
+from api.schema_fields import plain_fields
+
 
 class _Open(Schema):
     class Meta:
         unknown = INCLUDE
+
+
+def _plain(strings: str = "", integers: str = "", booleans: str = "") -> type[Schema]:
+    return plain_fields(strings, integers, booleans, base=_Open)
 
 
 class TextObjectSchema(_Open):
@@ -50,27 +56,12 @@ class AttachmentFieldSchema(_Open):
     short = mf.Boolean()
 
 
-class AttachmentSchema(_Open):
+class AttachmentSchema(_plain(strings="fallback color pretext author_name author_link author_icon author_subname "
+                                     "title title_link text image_url thumb_url footer footer_icon",
+                             integers="id image_width image_height")):
     """A secondary attachment (legacy message attachments, link unfurls, message shares)."""
 
-    id = mf.Integer()
-    fallback = mf.String()
-    color = mf.String()
-    pretext = mf.String()
-    author_name = mf.String()
-    author_link = mf.String()
-    author_icon = mf.String()
-    author_subname = mf.String()
-    title = mf.String()
-    title_link = mf.String()
-    text = mf.String()
     attachment_fields = mf.List(mf.Nested(AttachmentFieldSchema), data_key="fields")
-    image_url = mf.String()
-    image_width = mf.Integer()
-    image_height = mf.Integer()
-    thumb_url = mf.String()
-    footer = mf.String()
-    footer_icon = mf.String()
     ts = mf.Raw(metadata={"description": "Unix time: a number or a string, as Slack sent it"})
     mrkdwn_in = mf.List(mf.String())
     from_url = mf.String(metadata={"description": "an unfurl: the link it unfurls"})
@@ -81,67 +72,32 @@ class AttachmentSchema(_Open):
     actions = mf.List(mf.Raw())
 
 
-class FileSchema(_Open):
+class FileSchema(_plain(strings="name title mimetype filetype pretty_type user external_type external_url "
+                                "url_private url_private_download permalink permalink_public",
+                        integers="size created timestamp comments_count", booleans="is_external")):
     """A file object, as a message's `files` list (or the legacy single `file`) carries it."""
 
     id = mf.String(required=True)
-    name = mf.String()
-    title = mf.String()
-    mimetype = mf.String()
-    filetype = mf.String()
-    pretty_type = mf.String()
-    user = mf.String()
     mode = mf.String(metadata={"description": "hosted, external, snippet, post, tombstone (deleted), "
                                                   "hidden_by_limit (beyond the plan's history)"})
-    size = mf.Integer()
-    created = mf.Integer()
-    timestamp = mf.Integer()
-    is_external = mf.Boolean()
-    external_type = mf.String()
-    external_url = mf.String()
-    url_private = mf.String()
-    url_private_download = mf.String()
-    permalink = mf.String()
-    permalink_public = mf.String()
     initial_comment = mf.Raw(metadata={"description": "legacy: the comment the file was shared with"})
-    comments_count = mf.Integer()
 
 
-class BotProfileSchema(_Open):
-    id = mf.String()
-    app_id = mf.String()
-    name = mf.String()
+class BotProfileSchema(_plain(strings="id app_id name team_id", integers="updated", booleans="deleted")):
     icons = mf.Dict(keys=mf.String(), values=mf.String())
-    deleted = mf.Boolean()
-    updated = mf.Integer()
-    team_id = mf.String()
 
 
-class MessageUserProfileSchema(_Open):
-    avatar_hash = mf.String()
-    image_72 = mf.String()
-    first_name = mf.String()
-    real_name = mf.String()
-    display_name = mf.String()
-    team = mf.String()
-    name = mf.String()
-    is_restricted = mf.Boolean()
-    is_ultra_restricted = mf.Boolean()
+class MessageUserProfileSchema(_plain(strings="avatar_hash image_72 first_name real_name display_name team name",
+                                      booleans="is_restricted is_ultra_restricted")):
+    pass
 
 
-class EditedSchema(_Open):
-    user = mf.String()
-    ts = mf.String()
+class EditedSchema(_plain(strings="user ts")):
+    pass
 
 
-class FileCommentSchema(_Open):
+class FileCommentSchema(_plain(strings="id user comment", integers="created timestamp")):
     """file_comment (legacy): the comment and its author."""
-
-    id = mf.String()
-    created = mf.Integer()
-    timestamp = mf.Integer()
-    user = mf.String()
-    comment = mf.String()
 
 
 class MetadataSchema(_Open):

@@ -12,6 +12,7 @@ from typing import Any
 
 from marshmallow import INCLUDE, Schema, ValidationError, fields, validate
 
+from api.schema_fields import plain_fields
 from api.slack.codec import ID_PATTERN
 from api.slack.content_schemas import FileSchema, MessageContentFields
 from api.slack.payloads import HANDLED_TYPES
@@ -140,7 +141,7 @@ class ReactionSchema(Schema):
     count = fields.Integer(required=True)
 
 
-class MessageSchema(MessageContentFields, Schema):
+class MessageSchema(MessageContentFields, plain_fields(strings="user text subtype bot_id username thread_ts")):
     """A message: its columns, and every field Slack sent (content_schemas.py; others pass through as sent)."""
 
     class Meta:
@@ -148,12 +149,6 @@ class MessageSchema(MessageContentFields, Schema):
 
     ts = fields.String(required=True)
     channel_id = fields.String(required=True)
-    user = fields.String()
-    text = fields.String()
-    subtype = fields.String()
-    bot_id = fields.String()
-    username = fields.String()
-    thread_ts = fields.String()
     edited_ts = fields.String(metadata={"description": "time of the newest edit (updated_ts)"})
     deleted = fields.Boolean(metadata={"description": "present (true) only with include_deleted=true"})
     deleted_ts = fields.String()
@@ -208,29 +203,16 @@ class NameSchema(Schema):
     ts = fields.String(required=True)
 
 
-class ChannelSchema(Schema):
+class ChannelSchema(plain_fields(strings="name visibility purpose topic created_ts creator prev_channel_id "
+                                         "next_channel_id", booleans="archived deleted")):
     team_id = fields.String(required=True)
     channel_id = fields.String(required=True)
-    name = fields.String()
     names_history = fields.List(fields.Nested(NameSchema), metadata={"description": "newest first, at most 20"})
-    visibility = fields.String()
-    archived = fields.Boolean()
-    deleted = fields.Boolean()
-    purpose = fields.String()
-    topic = fields.String()
-    created_ts = fields.String()
-    creator = fields.String()
-    prev_channel_id = fields.String()
-    next_channel_id = fields.String()
 
 
-class IndexEntrySchema(Schema):
+class IndexEntrySchema(plain_fields(strings="visibility prev_channel_id next_channel_id", booleans="deleted")):
     channel_id = fields.String(required=True)
     name = fields.String(required=True, metadata={"description": "current name; deleted_<name> when deleted"})
-    visibility = fields.String()
-    deleted = fields.Boolean()
-    prev_channel_id = fields.String()
-    next_channel_id = fields.String()
 
 
 class IndexSchema(Schema):
@@ -244,18 +226,10 @@ class FirstPostSchema(Schema):
     channel_id = fields.String(required=True)
 
 
-class UserSchema(Schema):
+class UserSchema(plain_fields(strings="name real_name display_name tz tz_label avatar_url",
+                              booleans="deleted is_bot is_app_user")):
     user_id = fields.String(required=True)
-    name = fields.String()
-    real_name = fields.String()
-    display_name = fields.String()
-    tz = fields.String()
-    tz_label = fields.String()
     tz_offset = fields.Integer(metadata={"description": "seconds east of UTC"})
-    deleted = fields.Boolean()
-    is_bot = fields.Boolean()
-    is_app_user = fields.Boolean()
-    avatar_url = fields.String()
     updated_ts = fields.String(metadata={"description": "Slack's `updated` time of this profile"})
     first_seen_ts = fields.String(metadata={"description": "when Chronicle first saw the user"})
     first_post = fields.Nested(FirstPostSchema, metadata={"description": "the user's earliest archived post"})
