@@ -4,6 +4,12 @@ Owner of tagging_item_state, tagging_holds and tagging_team_usage. Every transit
 a lightweight transaction on ONE small partition: the item's own (claim, submit, skip, expiry, verify,
 disable), the tagger's hold slots, or the team's usage row. Nothing else is conditional: queue entries, effort
 events and figures are derived from these and rewritten idempotently.
+
+Every write to a cell a transaction manages is itself a transaction (queueing an item, naming a slot, creating
+a slot, repairing a usage shard). A Paxos commit carries the coordinator's timestamp and a plain write the
+client's, so a plain write from a client whose clock is behind would lose to the transaction before it
+(tests/tagging/test_consistency.py). Reads that follow a transaction are serial reads (LOCAL_SERIAL): they see
+the committed state even where a replica lags.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import dataclasses
 import random
 import secrets
 from typing import Any
+
+from cassandra import ConsistencyLevel
 
 from api.db import Database, Statement, was_applied
 
@@ -27,10 +35,17 @@ _STATE_COLS = ("status, queue_pos, holder, team, lease_id, lease_from_us, lease_
 
 PUT_NEW = Statement("INSERT INTO tagging_item_state (project, seq, status, queue_pos) VALUES (?, ?, 'New', -1)")
 GET_STATE = Statement(f"SELECT seq, {_STATE_COLS} FROM tagging_item_state WHERE project = ? AND seq = ?")
+# After a transaction: a serial read sees what it committed even when the replica a LOCAL_ONE read picks lags.
+GET_STATE_SERIAL = Statement(f"SELECT seq, {_STATE_COLS} FROM tagging_item_state WHERE project = ? AND seq = ?",
+                             consistency=ConsistencyLevel.LOCAL_SERIAL, name="SELECT tagging_item_state (serial)")
 GET_STATES = Statement(f"SELECT seq, {_STATE_COLS} FROM tagging_item_state WHERE project = ? AND seq IN ?",
                        name="SELECT tagging_item_state (several)")
-# The owner queues a New item it read as not queued; claims need a queue entry, so nothing races this.
-SET_QUEUED = Statement("UPDATE tagging_item_state SET queue_pos = ? WHERE project = ? AND seq = ?")
+# The owner queues a New item it read as not queued (or returned). A transaction, not a plain write: after an
+# expiry or a skip (Paxos, the coordinator's timestamp) a plain write from a client clock behind would be lost
+# and the item stranded, returned but never queued.
+SET_QUEUED = Statement(
+    "UPDATE tagging_item_state SET queue_pos = ? WHERE project = ? AND seq = ? IF status = 'New' AND queue_pos = ?",
+    idempotent=False)
 CLAIM = Statement(
     "UPDATE tagging_item_state SET status = 'InProgress', holder = ?, team = ?, lease_id = ?, lease_from_us = ?, "
     "lease_until_us = ? WHERE project = ? AND seq = ? IF status = 'New' AND queue_pos = ?", idempotent=False)
@@ -62,13 +77,17 @@ VERIFY = Statement(
     "verified_us = ? WHERE project = ? AND seq = ? IF status = 'Tagged' AND verification = 'Pending'",
     idempotent=False)
 
-PUT_SLOT = Statement("INSERT INTO tagging_holds (project, user_id, slot, seq) VALUES (?, ?, ?, -1)")
+PUT_SLOT = Statement("INSERT INTO tagging_holds (project, user_id, slot, seq) VALUES (?, ?, ?, -1) IF NOT EXISTS",
+                     idempotent=False)
 SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ?")
 TAKE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
     "IF seq = -1", idempotent=False)
-# The slot is reserved for this claim (seq = -3, its lease): nothing else writes it until it is named.
-SET_SLOT_ITEM = Statement("UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ?")
+# The slot reserved for this claim (seq = -3, its lease) names the item. A transaction: the reservation was one,
+# so a plain write from a client clock behind would be lost and the slot stay reserved (then freed while held).
+SET_SLOT_ITEM = Statement(
+    "UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
+    idempotent=False)
 FREE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = -1 WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
     idempotent=False)
@@ -77,10 +96,21 @@ USAGE_SHARDS = 8
 PUT_USAGE = Statement(
     "INSERT INTO tagging_team_usage (project, team, shard, used) VALUES (?, ?, ?, 0) IF NOT EXISTS", idempotent=False)
 GET_USAGE = Statement("SELECT shard, used FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?")
+GET_USAGE_QUORUM = Statement(
+    "SELECT shard, used FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?",
+    consistency=ConsistencyLevel.LOCAL_QUORUM, name="SELECT tagging_team_usage (quorum)")
+# Taking a unit: the bound is in the condition, so a shard that looks full by a stale guess is still tried
+# (`IF used = <guess> AND used < <share>`): the refusal returns the current value, which may have room.
+TAKE_UNIT = Statement(
+    "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ? AND used < ?",
+    idempotent=False)
+GIVE_UNIT = Statement(
+    "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ? AND used > 0",
+    idempotent=False)
+# Reconcile's repair: a compare-and-set too (the shard's cell is managed by transactions).
 SET_USAGE = Statement(
     "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ?",
     idempotent=False)
-FORCE_USAGE = Statement("UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +164,9 @@ def new_writes(project: str, first: int, count: int) -> list[tuple[Statement, An
     return [(PUT_NEW, (project, seq)) for seq in range(first, first + count)]
 
 
-def get(db: Database, project: str, seq: int) -> State | None:
-    row = db.execute(GET_STATE, (project, seq)).one()
+def get(db: Database, project: str, seq: int, *, serial: bool = False) -> State | None:
+    """One item's state; `serial` after a transaction on it (sees the committed state on any replica)."""
+    row = db.execute(GET_STATE_SERIAL if serial else GET_STATE, (project, seq)).one()
     return State.from_row(row) if row is not None and row.status is not None else None
 
 
@@ -145,8 +176,9 @@ def many(db: Database, project: str, seqs: list[int]) -> dict[int, State]:
     return {r.seq: State.from_row(r) for f in futures for r in f.result() if r.status is not None}
 
 
-def set_queued_writes(project: str, seq: int, pos: int) -> tuple[Statement, Any]:
-    return SET_QUEUED, (pos, project, seq)
+def set_queued_writes(project: str, seq: int, pos: int, seen_pos: int) -> tuple[Statement, Any]:
+    """Point a New item at its queue entry, if it is still New and not queued (`seen_pos`: -1 or -2)."""
+    return SET_QUEUED, (pos, project, seq, seen_pos)
 
 
 def claim(db: Database, project: str, seq: int, queue_pos: int, user: str, team: str, lease_id: int,
@@ -170,6 +202,7 @@ def skip(db: Database, project: str, seq: int, user: str, lease_id: int, now_us:
 
 
 def expire(db: Database, project: str, seq: int, lease_id: int, now_us: int) -> bool:
+    """Return an item whose lease ran out (False: submitted, renewed or returned meanwhile)."""
     return was_applied(db.execute(EXPIRE, (project, seq, lease_id, now_us)))
 
 
@@ -201,7 +234,7 @@ def make_slots(db: Database, project: str, user: str, count: int) -> None:
     """Create the missing hold slots 0..count-1 of a person (existing ones keep what they hold)."""
     have = {s.slot for s in slots(db, project, user)}
     for slot in range(count):
-        if slot not in have:
+        if slot not in have:  # IF NOT EXISTS: a slot taken meanwhile (another tab) is never reset to free
             db.execute(PUT_SLOT, (project, user, slot))
 
 
@@ -214,8 +247,8 @@ def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, n
     return was_applied(db.execute(TAKE_SLOT, (-3, lease_id, now_us, project, user, slot)))
 
 
-def name_slot_write(project: str, user: str, slot: int, seq: int) -> tuple[Statement, Any]:
-    return SET_SLOT_ITEM, (seq, project, user, slot)
+def name_slot_write(project: str, user: str, slot: int, seq: int, lease_id: int) -> tuple[Statement, Any]:
+    return SET_SLOT_ITEM, (seq, project, user, slot, lease_id)
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
@@ -239,8 +272,9 @@ def make_usage(db: Database, project: str, team: str) -> None:
         db.execute(PUT_USAGE, (project, team, shard))
 
 
-def usage_by_shard(db: Database, project: str, team: str) -> dict[int, int]:
-    rows = db.execute(GET_USAGE, (project, team, list(range(USAGE_SHARDS))))
+def usage_by_shard(db: Database, project: str, team: str, *, quorum: bool = False) -> dict[int, int]:
+    """Each shard's usage; `quorum`: at LOCAL_QUORUM, which sees every committed compare-and-set."""
+    rows = db.execute(GET_USAGE_QUORUM if quorum else GET_USAGE, (project, team, list(range(USAGE_SHARDS))))
     return {r.shard: r.used or 0 for r in rows}
 
 
@@ -249,35 +283,70 @@ def usage(db: Database, project: str, team: str) -> int:
 
 
 _GUESSES_MAX = 10_000  # (project, team, shard) values remembered: 8 shards a team, 1,250 teams
+_NO_CAP = 2**31 - 1
 
 
 def change_usage(db: Database, project: str, team: str, delta: int, quota: int | None) -> bool:
-    """Take (+1) or give back (-1) one unit of the team's quota with compare-and-set on one shard, trying the
-    shards in random order; False when every shard is full (or, giving back, empty). A refused compare-and-set
-    returns the current value, so a retry needs no read; the first try uses the last value this process saw."""
-    # Last value seen per shard: the first compare-and-set's guess. A wrong or forgotten guess costs one refused
-    # compare-and-set or one read, never a wrong count, so the least recently used shard may be dropped.
+    """Take (+1) or give back (-1) one unit of the team's quota with compare-and-set on one shard; False only
+    when every shard is full (or, giving back, empty) as of a LOCAL_QUORUM read or a refusal's current value.
+
+    The first try on a shard uses the last value this process saw (a wrong guess costs one refused
+    compare-and-set, which returns the current value; never a wrong count). Shards that look full by those
+    guesses are not given up: when no shard looks usable, one LOCAL_QUORUM read of the team's shards refreshes
+    every guess (it sees each committed compare-and-set), and the shards with room are tried. Units given back
+    by another process (the worker's expiries) are so reused, and a team is refused only when its quota is
+    really used (issue 30, finding 8). The bound is in each compare-and-set's condition, so no guess can pass
+    it."""
     guesses = db.caches.lru("tagging.usage_guess", maxsize=_GUESSES_MAX)
-    order = random.sample(range(USAGE_SHARDS), USAGE_SHARDS)
-    for shard in order:
-        cap = None if quota is None or delta < 0 else shard_quota(quota, shard)
-        key = (project, team, shard)
-        current = guesses.get(key)
-        if current is None:
-            current = usage_by_shard(db, project, team).get(shard, 0)
-        for _ in range(50):
-            new = current + delta
-            if new < 0 or (cap is not None and new > cap):
-                break
-            row = db.execute(SET_USAGE, (new, project, team, shard, current)).one()
-            if row is not None and row[0]:
-                guesses.set(key, new)
+
+    def cap_of(shard: int) -> int:
+        return _NO_CAP if quota is None or delta < 0 else shard_quota(quota, shard)
+
+    def usable(shard: int, current: int | None) -> bool:
+        return current is None or (current > 0 if delta < 0 else current < cap_of(shard))
+
+    order = [s for s in random.sample(range(USAGE_SHARDS), USAGE_SHARDS) if cap_of(s) > 0]
+    tried: set[int] = set()
+    for refreshed in (False, True):
+        if refreshed:  # every untried shard looked full: one quorum read of them all before refusing
+            for shard, used in usage_by_shard(db, project, team, quorum=True).items():
+                guesses.set((project, team, shard), used)
+        for shard in order:
+            current = guesses.get((project, team, shard))
+            if shard in tried or not usable(shard, current):
+                continue
+            tried.add(shard)
+            if _change_shard(db, project, team, shard, delta, cap_of(shard), current, guesses):
                 return True
-            current = row.used if row is not None and row.used is not None else 0
-        guesses.set(key, current)
     return False
 
 
-def force_usage(db: Database, project: str, team: str, used_by_shard: dict[int, int]) -> None:
+def _change_shard(db: Database, project: str, team: str, shard: int, delta: int, cap: int, current: int | None,
+                  guesses: Any) -> bool:
+    key = (project, team, shard)
+    if current is None:
+        current = usage_by_shard(db, project, team).get(shard, 0)
+    for _ in range(50):
+        if delta > 0:
+            row = db.execute(TAKE_UNIT, (current + 1, project, team, shard, current, cap)).one()
+        else:
+            row = db.execute(GIVE_UNIT, (current - 1, project, team, shard, current)).one()
+        if row is not None and row[0]:
+            guesses.set(key, current + delta)
+            return True
+        now = row.used if row is not None and row.used is not None else 0
+        stuck = now == current  # refused on the bound itself: full (or empty)
+        current = now
+        if stuck or (delta > 0 and current >= cap) or (delta < 0 and current <= 0):
+            break
+    guesses.set(key, current)
+    return False
+
+
+def force_usage(db: Database, project: str, team: str, seen: dict[int, int], used_by_shard: dict[int, int]
+                ) -> bool:
+    """Set each shard's usage (reconcile's repair) if it is still what reconcile read; False if any moved."""
+    done = True
     for shard, used in used_by_shard.items():
-        db.execute(FORCE_USAGE, (used, project, team, shard))
+        done &= was_applied(db.execute(SET_USAGE, (used, project, team, shard, seen.get(shard, 0))))
+    return done

@@ -49,8 +49,10 @@ def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: 
     project = projects.get(db, project_id)
     if project is None:
         raise LookupError(f"no project {project_id}")
-    seen, stored = control.load(db, project_id)
+    seen, stored, _rankings = control.load(db, project_id)
     assert seen is not None
+    # Keyword counts live in their own table (control.py); compared like every other figure.
+    stored.update({("keyword", k): {"uses": n} for k, n in control.all_keyword_uses(db, project_id).items()})
     logged = effort.events_of_minutes(db, project_id, effort.event_minutes(db, project_id))
     keys = {e.key for e in logged}
     missing: list[Event] = []
@@ -79,9 +81,10 @@ def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: 
               "differences": differences, "team_usage": quota_differences, "repaired": False}
     if repair and quota_differences:
         quotas = projects.teams(db, project_id)
-        for team, found in quota_differences.items():
-            items.force_usage(db, project_id, team, _spread(found["items"], quotas.get(team)))
-        report["repaired"] = True
+        # Compare-and-set against what was read: a claim that moved a shard meanwhile makes this refuse.
+        report["repaired"] = all(
+            items.force_usage(db, project_id, team, usage[team], _spread(found["items"], quotas.get(team)))
+            for team, found in quota_differences.items())
     if repair and (missing or differences):
         for event in missing:
             db.execute_many(effort.event_writes(db, project_id, event))

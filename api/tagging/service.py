@@ -220,7 +220,7 @@ def _claim_from_queue(db: Database, project: Project, member: Member, slot: int,
                 state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
                               until, (), (), (), None, None, None, None, None)
                 db.execute_many([
-                    items.name_slot_write(project.project, member.user, slot, entry.seq),
+                    items.name_slot_write(project.project, member.user, slot, entry.seq, lease_id),
                     queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
                     *effort.event_writes(db, project.project, Event(now, entry.seq, "claimed", member.user,
                                                                     member.team, member.user)),
@@ -250,8 +250,10 @@ def _lease(value: str | int) -> int:
         raise Refused(422, "lease_id must be the decimal lease id that next returned") from exc
 
 
-def _held(db: Database, member: Member, seq: int) -> State:
-    state = items.get(db, member.project, seq)
+def _held(db: Database, member: Member, seq: int, *, after_transaction: bool = False) -> State:
+    """The item's state; `after_transaction`: a serial read that sees the transaction just run (or the one
+    that refused it) even on a lagging replica, whose old state would be answered, logged and counted."""
+    state = items.get(db, member.project, seq, serial=after_transaction)
     if state is None:
         raise Refused(404, f"no item {seq} in project {member.project}")
     return state
@@ -287,7 +289,7 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
         state = State(seq, items.TAGGED, -1, member.user, member.team or None, lease_id, items.lease_start(lease_id),
                       None, tuple(cats), tuple(subs), tuple(words), at, "Pending", None, None, None)
     else:
-        state = _held(db, member, seq)
+        state = _held(db, member, seq, after_transaction=True)
         if not (state.status in (items.TAGGED, items.VERIFIED) and state.held_by(member.user, lease_id)):
             raise _lost(state, member)
         # A retry of a submit that committed: finish what follows it, answer what was stored.
@@ -305,12 +307,20 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
 
 def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, Any]:
     lease_id = _lease(lease)
-    applied = items.skip(db, member.project, seq, member.user, lease_id, stamps.now_us(db))
-    if not applied:
-        state = _held(db, member, seq)
-        if not (state.status == items.NEW and state.holder == member.user and state.lease_id == lease_id):
-            raise _lost(state, member)
-    return _returned(db, member.project, _held(db, member, seq), give_back_unit=applied)
+    now = stamps.now_us(db)
+    applied = items.skip(db, member.project, seq, member.user, lease_id, now)
+    # One serial read whether applied or not: it sees the skip (or what refused it) on any replica, so the
+    # lease end and the "returned" event are keyed by the stored end time, never by an older state.
+    state = _held(db, member, seq, after_transaction=True)
+    if applied and state.lease_id != lease_id:
+        # Queued again and claimed by someone else since: the skip's own outcome is known from its transaction
+        # (the claim wrote the member's team; the lease id carries its start).
+        state = State(seq, items.NEW, items.RETURNED, member.user, member.team or None, lease_id,
+                      items.lease_start(lease_id), now, (), (), (), None, None, None, None, None)
+    if not applied and not (state.status == items.NEW and state.holder == member.user
+                            and state.lease_id == lease_id):
+        raise _lost(state, member)
+    return _returned(db, member.project, state, give_back_unit=applied)
 
 
 def _returned(db: Database, project: str, state: State, *, give_back_unit: bool = True) -> dict[str, Any]:
@@ -335,7 +345,7 @@ def return_expired(db: Database, project: str, seq: int, lease_id: int, now: int
     renewed or returned meanwhile."""
     if not items.expire(db, project, seq, lease_id, now):
         return False
-    state = items.get(db, project, seq)
+    state = items.get(db, project, seq, serial=True)
     if state is not None:
         _returned(db, project, state)
     return True
@@ -350,11 +360,13 @@ def report_missing(db: Database, member: Member, seq: int, lease: str | int | No
         applied = items.admin_set(db, member.project, state, items.MISSING, at)
     else:
         applied = items.holder_missing(db, member.project, seq, member.user, _lease(lease), at)
-    if not applied:
-        state = _held(db, member, seq)
-        if state.status != items.MISSING:
-            raise _lost(state, member)
-    return _ended(db, member, _held(db, member, seq), "missing", held=state.status == items.IN_PROGRESS)
+    after = _held(db, member, seq, after_transaction=True)
+    if not applied and after.status != items.MISSING:
+        raise _lost(after, member)
+    # Held (slot and unit to give back) only by the transaction that applied: the holder's own report, or an
+    # admin's on an item it saw InProgress (its condition); a retry gives nothing back twice.
+    held = applied and (member.role != "admin" or state.status == items.IN_PROGRESS)
+    return _ended(db, member, after, "missing", held=held)
 
 
 def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
@@ -365,7 +377,8 @@ def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
         raise Refused(409, f"item is {state.status}: only New or InProgress items can be disabled")
     if not items.admin_set(db, member.project, state, items.DISABLED, stamps.now_us(db)):
         raise Refused(409, "the item changed meanwhile; look again")
-    return _ended(db, member, _held(db, member, seq), "disabled", held=state.status == items.IN_PROGRESS)
+    return _ended(db, member, _held(db, member, seq, after_transaction=True), "disabled",
+                  held=state.status == items.IN_PROGRESS)
 
 
 def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
@@ -381,13 +394,14 @@ def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool)
 
 def verify(db: Database, member: Member, seq: int, result: str, note: str) -> dict[str, Any]:
     at = stamps.now_us(db)
-    if not items.verify(db, member.project, seq, result, member.user, note, at):
-        state = _held(db, member, seq)
-        if not (state.status == items.VERIFIED and state.verifier == member.user
-                and state.verification == result):
-            raise Refused(409, "already verified" if state.status == items.VERIFIED
-                          else f"item is {state.status}: only Tagged items can be verified")
-    state = _held(db, member, seq)
+    applied = items.verify(db, member.project, seq, result, member.user, note, at)
+    # A serial read, applied or not: the event (who tagged it, their team, the result) and the answer come from
+    # the committed verification, never from a lagging replica's Tagged/Pending state (issue 30, finding 6).
+    state = _held(db, member, seq, after_transaction=True)
+    if not applied and not (state.status == items.VERIFIED and state.verifier == member.user
+                            and state.verification == result):
+        raise Refused(409, "already verified" if state.status == items.VERIFIED
+                      else f"item is {state.status}: only Tagged items can be verified")
     event = Event(state.verified_us or at, seq, "verified", state.holder, state.team, member.user,
                   result=state.verification)
     db.execute_many(effort.event_writes(db, member.project, event))

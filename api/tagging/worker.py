@@ -7,15 +7,24 @@ submit racing the expiry either wins or loses whole); (2) read the waiting entri
 ones, pick items to queue (returned ones first, then New items from the fill cursor); (3) read new effort
 events; (4) commit #1 reserves queue positions (tails) with the version check; (5) write the entries, then
 point the items at them; (6) commit #2 stores heads, cursor, checkpoints and the changed figures. A crash
-between steps is repaired by the next pass: every step is idempotent or re-derived from the item states.
+between steps is repaired by the next pass: every step is idempotent or re-derived from the item states;
+(7) the keyword counts commit #2 changed go to tagging_keyword_uses (control.py).
+
+Keyword counts are not held in memory: a pass reads the counts of the keywords its events use, and the top-5
+is updated from those changed counts only (counts only grow between two loads, so the new top five are among
+the old five and the changed ones). Each project is served on its own thread of a pool, so one project's slow
+pass never delays another's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import heapq
 import logging
 import threading
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 from api.db import Database
@@ -27,6 +36,7 @@ log = logging.getLogger(__name__)
 SETTLE_US = 5_000_000  # checkpoints stay this far behind now: writes in flight land after them
 LEASE_TTL = 30  # seconds the owner lease lives without a commit
 _REVIEW_WINDOW = 1000
+PROJECT_THREADS = 8  # projects served at once by one worker process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +67,29 @@ class ProjectOwner:
         self.project = project
         self.owner = owner or f"{uuid.uuid4().hex[:12]}"
         self.pos: Positions | None = None
-        self.figures: figures.Figures = {}
+        self.figures: figures.Figures = {}  # every figure but keyword counts (people, categories)
+        self.rankings: control.Rankings = {}
+        self.counts_unwritten = False  # the last commit's keyword counts are not all stored yet
 
     def acquire(self) -> bool:
         if not control.acquire(self.db, self.project, self.owner, LEASE_TTL):
             return False
-        self.pos, self.figures = control.load(self.db, self.project)
+        return self._load()
+
+    def _load(self) -> bool:
+        self.pos, self.figures, self.rankings = control.load(self.db, self.project)
+        if self.pos is not None:
+            # The last commit's counts, in case its owner died before writing them (idempotent values).
+            self.counts_unwritten = True
+            self._write_counts()
         return self.pos is not None
+
+    def _write_counts(self) -> None:
+        """Store the keyword counts of the last commit (at its version). A pass never starts before they are
+        stored: it reads the counts of its keywords from the table."""
+        if self.counts_unwritten and self.pos is not None:
+            control.write_keyword_uses(self.db, self.project, self.pos.keywords_pending, self.pos.version)
+        self.counts_unwritten = False
 
     def release(self) -> None:
         control.release(self.db, self.project, self.owner)
@@ -73,6 +99,7 @@ class ProjectOwner:
         project = projects.get(self.db, self.project)
         if project is None or self.pos is None:
             return {}
+        self._write_counts()  # left over by a pass whose count write failed
         seen = self.pos
         plan = self._plan(project, seen, stamps.now_us(self.db))
         # (4) reserve the positions this pass appends at: commit #1 moves the tails (with the version check)
@@ -85,6 +112,9 @@ class ProjectOwner:
         if not control.commit(self.db, self.project, self.owner, reserve, new, changed, LEASE_TTL, rankings):
             return self._lost()
         self.pos = new
+        self.rankings.update(rankings)
+        self.counts_unwritten = True  # (7) at the commit's version: a successor's later counts always win
+        self._write_counts()
         return {"queued": len(plan.to_queue), "returned": len(plan.returned), "expired": plan.expired,
                 "events": len(plan.events), "waiting": plan.queued}
 
@@ -129,7 +159,9 @@ class ProjectOwner:
         writes += [queue.entry_write(self.project, queue.REVIEW, seen.review_tail + i, seq, refs.get(seq, ""))
                    for i, seq in enumerate(plan.tagged)]
         self.db.execute_many(writes)
-        self.db.execute_many(items.set_queued_writes(self.project, seq, seen.tag_tail + i)
+        returned = set(plan.returned)
+        self.db.execute_many(items.set_queued_writes(self.project, seq, seen.tag_tail + i,
+                                                     items.RETURNED if seq in returned else items.NOT_QUEUED)
                              for i, seq in enumerate(plan.to_queue))
 
     def _advanced(self, seen: Positions, reserve: Positions, plan: _Plan
@@ -139,18 +171,28 @@ class ProjectOwner:
         # Checkpoints stay SETTLE_US behind now: a write in flight lands after them, and is read by a later pass.
         checkpoint = max(seen.events_checkpoint, plan.now - SETTLE_US)
         applied = seen.applied | {e.key for e in plan.events}
+        # The stored counts of the keywords these events use, for the moment of the pass (dropped after it).
+        used = {k for e in plan.events if e.kind == "tagged" for k in e.keywords}
+        for keyword, uses in control.keyword_uses(self.db, self.project, used).items():
+            self.figures[("keyword", keyword)] = {"uses": uses}
+        changed = figures.apply(self.figures, plan.events)
+        counts = {name: row["uses"] for (scope, name), row in changed.items() if scope == "keyword"}
+        for keyword in used:
+            self.figures.pop(("keyword", keyword), None)
+            changed.pop(("keyword", keyword), None)
         new = dataclasses.replace(
             seen, lease_checkpoint=max(seen.lease_checkpoint, plan.now - SETTLE_US), tag_head=plan.tag_head,
             fill_cursor=plan.fill_cursor, events_checkpoint=checkpoint,
             applied={k for k in applied if k[0] > checkpoint}, tag_tail=reserve.tag_tail,
-            review_tail=reserve.review_tail, review_head=plan.review_head)
-        changed = figures.apply(self.figures, plan.events)
+            review_tail=reserve.review_tail, review_head=plan.review_head, keywords_pending=counts)
         whole = self.figures.setdefault(("project", ""), {})
         if whole.get("queued") != plan.queued:
             whole["queued"] = plan.queued
             changed.setdefault(("project", ""), {})["queued"] = plan.queued
-        rankings = {kind: figures.top(self.figures, kind) for kind in figures.USE_SCOPES
-                    if any(e.kind == "tagged" for e in plan.events)}
+        rankings: control.Rankings = {}
+        if any(e.kind == "tagged" for e in plan.events):
+            rankings = {kind: figures.top(self.figures, kind) for kind in ("categories", "subcategories")}
+            rankings["keywords"] = _merged_top(self.rankings.get("keywords", []), counts)
         return new, changed, rankings
 
     def _refs(self, project: projects.Project, first: int, end: int, seqs: list[int]) -> dict[int, str]:
@@ -165,7 +207,7 @@ class ProjectOwner:
         """Someone else wrote the partition (lease lost, or reconcile repaired it): reload before going on."""
         self.pos = None
         if control.acquire(self.db, self.project, self.owner, LEASE_TTL):
-            self.pos, self.figures = control.load(self.db, self.project)
+            self._load()
         return {"reloaded": 1}
 
     def _returned_items(self, project: projects.Project, after_us: int, now: int) -> tuple[list[int], int]:
@@ -203,6 +245,15 @@ class ProjectOwner:
         return head
 
 
+def _merged_top(old: list[tuple[str, int]], changed: dict[str, int], k: int = figures.TOP
+                ) -> list[tuple[str, int]]:
+    """The top k keywords after a pass, from the previous top k and the counts the pass changed: counts only
+    grow, so a keyword outside both cannot have entered. Exact; no scan of the vocabulary."""
+    merged = dict(old)
+    merged.update(changed)
+    return heapq.nsmallest(k, merged.items(), key=lambda nc: (-nc[1], nc[0]))
+
+
 def _first_waiting(entries: list[queue.Entry], head: int, tail: int) -> int:
     for e in entries:
         if e.taken_by is None:
@@ -222,40 +273,56 @@ def run_once(db: Database, project: str) -> dict[str, Any]:
         owner.release()
 
 
-def _pass(db: Database, held: dict[str, ProjectOwner]) -> None:
-    for project in projects.every(db):
+def _serve(db: Database, held: dict[str, ProjectOwner], project: str) -> None:
+    """One pass over one project (on a pool thread): take it if free, step, forget it when lost."""
+    try:
         owner = held.get(project)
         if owner is None:
             owner = ProjectOwner(db, project)
             if not owner.acquire():
-                continue
-            held[project] = owner
-        try:
-            done = owner.step()
-        except Exception:  # one project's trouble (a timeout) must not stop the others
-            log.exception("tagging pass failed", extra={"project": project})
+                return
+            held[project] = owner  # each project's key is written by its own task only
+        done = owner.step()
+    except Exception:  # one project's trouble (a timeout) must not stop the others
+        log.exception("tagging pass failed", extra={"project": project})
+        return
+    if owner.pos is None:
+        held.pop(project, None)
+    elif done.get("queued") or done.get("expired"):
+        log.info("tagging pass", extra={"project": project, **done})
+
+
+def _pass(db: Database, held: dict[str, ProjectOwner], running: dict[str, Future[None]]) -> None:
+    """Start a pass for every project whose previous pass has finished: projects run side by side on the pool,
+    so a project with a long pass (a big top-up, many expiries) never holds the others back."""
+    pool = db.executor("tagging.projects", PROJECT_THREADS)
+    for project in projects.every(db):
+        previous = running.get(project)
+        if previous is not None and not previous.done():
             continue
-        if owner.pos is None:
-            held.pop(project, None)
-        elif done.get("queued") or done.get("expired"):
-            log.info("tagging pass", extra={"project": project, **done})
+        running[project] = pool.submit(_serve, db, held, project)
 
 
 def run(db: Database, stop: threading.Event, *, tick: float = 1.0) -> None:
     """Every project, one owner per project across all workers, until `stop` is set."""
     held: dict[str, ProjectOwner] = {}
+    running: dict[str, Future[None]] = {}
     try:
         while not stop.is_set():
             started = db.clock.monotonic()
             try:
-                _pass(db, held)
+                _pass(db, held, running)
             except Exception:  # the node is down or restarting: keep looping, the next pass retries
                 log.exception("tagging worker pass failed")
             # The pause waits on `stop` (real time) so that SIGTERM ends it at once; the pass's length is
             # measured on the database's clock like every other time the worker decides by.
             stop.wait(max(0.0, tick - (db.clock.monotonic() - started)))
     finally:
-        for owner in held.values():
+        for future in list(running.values()):
+            # The pass in progress ends before its lease is released (_serve logged any failure).
+            with contextlib.suppress(Exception):
+                future.result(timeout=LEASE_TTL)
+        for owner in list(held.values()):
             try:
                 owner.release()
             except Exception:  # the lease expires by itself
