@@ -104,7 +104,8 @@ case "$cmd" in
     export CHRONICLE_ENV=${CHRONICLE_ENV:-development}
     # The network job worker and the Slack file worker run beside gunicorn (gunicorn.conf.py starts and stops them).
     export CHRONICLE_BACKGROUND_WORKERS=${CHRONICLE_BACKGROUND_WORKERS:-1}
-    say "serving the API on http://${CHRONICLE_BIND:-127.0.0.1:8080} (OpenAPI UI at /docs); Ctrl-C stops it"
+    say "serving on http://${CHRONICLE_BIND:-127.0.0.1:8080}/ (the front door; OpenAPI UI at /docs); Ctrl-C stops it"
+    say "to install into a Slack workspace: chronicle slack manifest --url https://<your host>, then docs/slack-app.md"
     exec "$VENV/bin/gunicorn" -c gunicorn.conf.py api.wsgi:app
     ;;
   test)

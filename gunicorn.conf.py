@@ -83,8 +83,9 @@ def post_worker_init(worker):
 
 
 # `bash bootstrap.sh serve` also runs the background workers (CHRONICLE_BACKGROUND_WORKERS=1): the network job
-# worker (promotions, demotions, like purges, term top lists) and the Slack file worker, started once the server
-# is ready and stopped (SIGTERM: they finish the current item) when it exits. In production run them as services.
+# worker (promotions, demotions, like purges, term top lists), the Slack file and report workers, started once the
+# server is ready and stopped (SIGTERM: they finish the current item) when it exits; with CHRONICLE_SLACK_SOCKET_MODE
+# on, also `chronicle slack socket-mode` (Slack's events over its WebSocket). In production run them as services.
 _background = []
 
 
@@ -94,8 +95,14 @@ def when_ready(server):
     import subprocess
     import sys
 
+    from api.config import SlackSettings
+
     chronicle = os.path.join(os.path.dirname(sys.executable), "chronicle")
-    for args in (["network", "worker"], ["slack", "file-worker"], ["activity", "worker"], ["tagging", "worker"]):
+    workers = [["network", "worker"], ["slack", "file-worker"], ["slack", "report-worker"], ["activity", "worker"],
+               ["tagging", "worker"]]
+    if SlackSettings.from_env().socket_mode:  # CHRONICLE_SLACK_SOCKET_MODE: events over Slack's WebSocket too
+        workers.append(["slack", "socket-mode"])
+    for args in workers:
         _background.append(subprocess.Popen([chronicle, *args], stdin=subprocess.DEVNULL))
         server.log.info("started background worker: chronicle %s (pid %s)", " ".join(args), _background[-1].pid)
 

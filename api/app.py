@@ -77,7 +77,8 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
 def _register_pages(app: Flask) -> None:
     """Server-rendered pages (not API operations, so outside the OpenAPI document)."""
     from api.pages import common as common_assets
-    from api.pages import docs_ui, versioned_assets
+    from api.pages import docs_ui, front_door, versioned_assets
+    from api.slack.install_http import bp as slack_install
     from api.tagging.pages import bp as tagging_pages
     from api.viewer.network_pages import bp as archive_networks
     from api.viewer.report_pages import bp as archive_reports
@@ -86,6 +87,8 @@ def _register_pages(app: Flask) -> None:
 
     app.register_blueprint(common_assets)
     app.register_blueprint(docs_ui)
+    app.register_blueprint(front_door)
+    app.register_blueprint(slack_install)
     app.register_blueprint(tagging_pages)
     app.register_blueprint(archive_session)
     app.register_blueprint(archive_pages)

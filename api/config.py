@@ -12,6 +12,7 @@ import zoneinfo
 from pathlib import Path
 
 from cassandra import ConsistencyLevel
+from cryptography.fernet import Fernet
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,6 +112,12 @@ class NetworkSettings:
     page_size: int = 25
     likes_rank_max_age: float = 10.0  # seconds a reader's likes-ranked home window is reused (0: every read)
     time_zone: str = "UTC"  # the IANA zone network activity days are cut in
+    follower_bucket_rows: int = 50_000  # followers per bucket of a bucketed follower set (split at twice that)
+    follower_move_settle: float = 30.0  # seconds a follower-layout move waits for writers of the old layout
+    # Q6: a common term's top list this old (seconds) is rebuilt by the next search of the term (it never expires).
+    term_top_max_age: float = 7 * 24 * 3600.0
+    # Q4: seconds a process keeps the celebrities' last post times it read or wrote (0: read every page).
+    celebrity_cache_ttl: float = 1.0
 
     @property
     def hybrid(self) -> bool:
@@ -138,6 +145,10 @@ class NetworkSettings:
             page_size=env_int("CHRONICLE_NETWORK_PAGE_SIZE", 25, low=1, high=1000),
             likes_rank_max_age=env_float("CHRONICLE_NETWORK_LIKES_RANK_MAX_AGE", 10.0, low=0.0),
             time_zone=env_zone("CHRONICLE_NETWORK_TIME_ZONE", "UTC"),
+            follower_bucket_rows=env_int("CHRONICLE_NETWORK_FOLLOWER_BUCKET_ROWS", 50_000, low=100, high=1_000_000),
+            follower_move_settle=env_float("CHRONICLE_NETWORK_FOLLOWER_MOVE_SETTLE", 30.0, low=0.0, high=3600.0),
+            term_top_max_age=env_float("CHRONICLE_NETWORK_TERM_TOP_MAX_AGE", 7 * 24 * 3600.0, low=1.0),
+            celebrity_cache_ttl=env_float("CHRONICLE_NETWORK_CELEBRITY_CACHE_TTL", 1.0, low=0.0, high=60.0),
         )
 
 
@@ -188,9 +199,26 @@ class SlackSettings:
     concurrency: int
     # Hosts the file worker downloads from (and sends the bot token to): `host` or `host:port`, `*` = one label.
     file_hosts: tuple[str, ...] = DEFAULT_FILE_HOSTS
+    # Messages one process writes to a channel-day before the day's later hours go to hour buckets of their own
+    # (docs/slack-messages.md, "Partition sizes"); small in tests.
+    hot_day_messages: int = 10_000
+    # Socket Mode (docs/slack.md, "Socket Mode"): events over a WebSocket the app opens, no public URL. The
+    # app-level token (xapp-..., scope connections:write) is a secret: never logged, left out of repr.
+    app_token: str = dataclasses.field(default="", repr=False)
+    socket_mode: bool = False  # `serve` starts `chronicle slack socket-mode` beside gunicorn
+    socket_ping_interval: float = 5.0  # seconds between WebSocket pings (slack-sdk's; stale after 4 missed)
+    socket_concurrency: int = 8  # envelopes stored at once (slack-sdk's listener threads)
 
     @classmethod
     def from_env(cls) -> SlackSettings:
+        app_token = env("CHRONICLE_SLACK_APP_TOKEN", "").strip()
+        if app_token and not app_token.startswith("xapp-"):
+            raise ConfigError("CHRONICLE_SLACK_APP_TOKEN is not an app-level token (xapp-...): create one under the "
+                              "Slack app's Basic Information, scope connections:write")
+        socket_mode = env_bool("CHRONICLE_SLACK_SOCKET_MODE", False)
+        if socket_mode and not app_token:
+            raise ConfigError("CHRONICLE_SLACK_SOCKET_MODE is on but CHRONICLE_SLACK_APP_TOKEN is empty: set the "
+                              "app-level token (xapp-...)")
         return cls(
             bot_tokens=parse_mapping(env("CHRONICLE_SLACK_BOT_TOKENS", "")),
             bot_token=env("CHRONICLE_SLACK_BOT_TOKEN", ""),
@@ -210,10 +238,63 @@ class SlackSettings:
             batch_size=env_int("CHRONICLE_FILES_BATCH", 100, low=1),
             concurrency=env_int("CHRONICLE_FILES_CONCURRENCY", 16, low=1),
             file_hosts=tuple(h.lower() for h in _csv(env("CHRONICLE_SLACK_FILE_HOSTS", ""))) or DEFAULT_FILE_HOSTS,
+            hot_day_messages=env_int("CHRONICLE_SLACK_HOT_DAY_MESSAGES", 10_000, low=1, high=90_000),
+            app_token=app_token,
+            socket_mode=socket_mode,
+            socket_ping_interval=env_float("CHRONICLE_SLACK_SOCKET_PING_INTERVAL", 5.0, low=0.1, high=60.0),
+            socket_concurrency=env_int("CHRONICLE_SLACK_SOCKET_CONCURRENCY", 8, low=1, high=64),
         )
 
     def token_for(self, team_id: str) -> str:
         return self.bot_tokens.get(team_id) or self.bot_token
+
+
+@dataclasses.dataclass(frozen=True)
+class SlackAppSettings:
+    """The installable Slack app (docs/slack-app.md): OAuth v2 install into many workspaces, bot tokens stored
+    encrypted (CHRONICLE_SLACK_CLIENT_ID, _CLIENT_SECRET, _TOKEN_KEYS, ...). OAuth is on when a client id is set."""
+
+    client_id: str = ""
+    client_secret: str = ""
+    # Fernet keys (urlsafe base64 of 32 bytes), newest first: the first encrypts, every one decrypts (rotation).
+    token_keys: tuple[str, ...] = ()
+    redirect_url: str = ""  # https://host/slack/oauth_redirect, as the manifest lists it ("" = Slack's default)
+    authorize_url: str = "https://slack.com/oauth/v2/authorize"  # a loopback stand-in in tests
+    state_ttl: int = 600  # seconds an "Add to Slack" click may take to come back
+    rotate_before: int = 7200  # rotate a bot token this many seconds before it expires (TokenRotator's default)
+
+    @property
+    def oauth(self) -> bool:
+        return bool(self.client_id)
+
+    @classmethod
+    def from_env(cls) -> SlackAppSettings:
+        return cls(
+            client_id=env("CHRONICLE_SLACK_CLIENT_ID", "").strip(),
+            client_secret=env("CHRONICLE_SLACK_CLIENT_SECRET", ""),
+            token_keys=tuple(_csv(env("CHRONICLE_SLACK_TOKEN_KEYS", ""))),
+            redirect_url=env("CHRONICLE_SLACK_REDIRECT_URL", "").strip(),
+            authorize_url=env("CHRONICLE_SLACK_AUTHORIZE_URL", "https://slack.com/oauth/v2/authorize").strip(),
+            state_ttl=env_int("CHRONICLE_SLACK_OAUTH_STATE_TTL", 600, low=30, high=3600),
+            rotate_before=env_int("CHRONICLE_SLACK_TOKEN_ROTATE_BEFORE", 7200, low=60, high=43_200),
+        )
+
+    def problems(self, development: bool) -> list[str]:
+        """What is wrong with these settings: malformed keys always; outside development, with OAuth on, a
+        missing or published client secret or no encryption key."""
+        out = []
+        for i, key in enumerate(self.token_keys, 1):
+            try:
+                Fernet(key.encode())
+            except (ValueError, TypeError):
+                out.append(f"CHRONICLE_SLACK_TOKEN_KEYS key #{i} is not a Fernet key (generate one with "
+                           "`chronicle slack token-key`)")
+        if self.oauth and not development:
+            out += _secret_problems("CHRONICLE_SLACK_CLIENT_SECRET", self.client_secret, min_chars=1)
+            if not self.token_keys:
+                out.append("CHRONICLE_SLACK_TOKEN_KEYS is empty: bot tokens are stored encrypted (generate a key "
+                           "with `chronicle slack token-key`)")
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,6 +373,7 @@ class Settings:
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     activity: ActivitySettings = dataclasses.field(default_factory=ActivitySettings)
     slack: SlackSettings = dataclasses.field(default_factory=lambda: SlackSettings.from_env())
+    slack_app: SlackAppSettings = dataclasses.field(default_factory=SlackAppSettings)
     requests: RequestLimits = dataclasses.field(default_factory=RequestLimits)
 
     @property
@@ -326,6 +408,7 @@ class Settings:
             network=NetworkSettings.from_env(),
             activity=ActivitySettings.from_env(),
             slack=SlackSettings.from_env(),
+            slack_app=SlackAppSettings.from_env(),
             requests=RequestLimits.from_env(),
         )
 
@@ -335,9 +418,12 @@ class Settings:
         development every secret must be set, not a published default, and long enough; CHRONICLE_API_TOKENS
         must be valid JSON in every mode. Raises ConfigError naming the variable."""
         api_token_grants(self.api_tokens)
+        app_problems = self.slack_app.problems(self.development)
         if self.development:
+            if app_problems:
+                raise ConfigError("; ".join(app_problems))
             return self
-        problems = []
+        problems = list(app_problems)
         cursor = self.cursor_secret.decode("utf-8", "replace")
         problems += _secret_problems("CHRONICLE_CURSOR_SECRET", cursor)
         problems += _secret_problems("CHRONICLE_ADMIN_TOKEN", self.admin_token)

@@ -133,3 +133,17 @@ def error_pages(bp: Blueprint, show: Callable[[PageError], Any]) -> None:
     bp.register_error_handler(DomainError, domain_error)
     for exc_type in CASSANDRA_UNAVAILABLE:
         bp.register_error_handler(exc_type, unavailable)
+
+
+# / : the front door, where a person lands first (links to each part; "Add to Slack" when the app is configured).
+front_door = Blueprint("front_door", __name__, template_folder=str(_API_DIR / "templates"),
+                       static_folder=str(_API_DIR / "static" / "front"), static_url_path="/front/static")
+front_door.after_request(secure)
+
+
+@front_door.get("/")
+def front_page() -> str:
+    from api.context import get_db
+    from api.slack import oauth
+
+    return render_template("front/index.html", install=oauth.configured(get_db()))

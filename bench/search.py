@@ -23,7 +23,7 @@ What it does:
    loaders.
 2. Ingest cost of search. In a scratch keyspace (dropped after), `--ab-messages` messages of the same generator
    loaded four times (with, without, with, without the postings; a new workspace each pass, fresh processes),
-   "without" = `search_index.posting_writes` patched to return ([], []) in the loader processes: messages/s,
+   "without" = `search_index.message_posting_writes` patched to return ([], []) in the loader processes: messages/s,
    rows per message, node and loader CPU per message, and the ratio.
 3. Bytes on disk. `nodetool flush`, then wait (up to `--settle-seconds`) for the node's compactions (optionally
    `--compact`: a major compaction of the three tables first), then nodetool tablestats "Space used (live)" of
@@ -312,7 +312,7 @@ class _BatchWarnings(logging.Filter):
 def _init_loader(settings: Settings, spec: Spec, with_postings: bool, batch_size: int, in_flight: int) -> None:
     """In a forked loader process: its own Database (the parent's did not survive the fork) and the world."""
     if not with_postings:
-        search_index.posting_writes = lambda *_a, **_k: ([], [])  # the "without search" pass
+        search_index.message_posting_writes = lambda *_a, **_k: ([], [])  # the "without search" pass
     for handler in logging.getLogger().handlers:
         handler.addFilter(_BatchWarnings())
     _loader.update(db=Database(settings), world=World(spec), batch_size=batch_size, in_flight=in_flight)
@@ -869,7 +869,7 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
     originals = {(search_index, "start_term_days"): search_index.start_term_days,
                  (search_index, "start_postings"): search_index.start_postings,
                  (messages, "start_candidates"): messages.start_candidates,
-                 (search, "_candidates"): search._candidates, (search, "_confirm"): search._confirm,
+                 (search, "_day_candidates"): search._day_candidates, (search, "_confirm"): search._confirm,
                  (search, "directory"): search.directory}
 
     def reads(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -887,10 +887,24 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
                 counter[f"{kind}_ms"] += (time.perf_counter() - started) * 1000
         return wrapper
 
+    def phase_of_generator(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Iterator[Any]:
+            items = fn(*a, **k)
+            while True:
+                started = time.perf_counter()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
+                finally:
+                    counter[f"{kind}_ms"] += (time.perf_counter() - started) * 1000
+                yield item
+        return wrapper
+
     search_index.start_term_days = reads("term_days", originals[(search_index, "start_term_days")])
     search_index.start_postings = reads("postings", originals[(search_index, "start_postings")])
     messages.start_candidates = reads("messages", originals[(messages, "start_candidates")])
-    search._candidates = phase("candidates", originals[(search, "_candidates")])
+    search._day_candidates = phase_of_generator("candidates", originals[(search, "_day_candidates")])
     search._confirm = phase("confirm", originals[(search, "_confirm")])
     search.directory = phase("directory", originals[(search, "directory")])
     try:
@@ -999,7 +1013,8 @@ def code_version() -> dict[str, Any]:
     return {"commit": git("rev-parse", "--short", "HEAD"),
             "uncommitted": [f for f in files if git("status", "--porcelain", "--", f)],
             "sha256": {f: hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:16] for f in files},
-            "search_constants": {k: getattr(search, k) for k in ("MAX_DAYS", "MAX_ROWS", "DAY_PAGE", "PROBE")
+            "search_constants": {k: getattr(search, k)
+                                 for k in ("MAX_DAYS", "MAX_ROWS", "CONFIRM_COST", "DAY_PAGE", "PROBE")
                                  if hasattr(search, k)}}
 
 

@@ -60,10 +60,13 @@ class _Events(fields.List):
 
 class ActivityDaySchema(Schema):
     date = fields.String(required=True, metadata={"description": "the local day, YYYY-MM-DD"})
-    event_count = fields.Integer(required=True)
+    event_count = fields.Integer(required=True, metadata={
+        "description": "events of the day (a counted event as its count)"})
     events = _Events(fields.Dict(), metadata={
         "description": "the day's events in time order (absent with summary): at (epoch µs), kind, and the "
-                       "fields of the kind (docs/activity.md)"})
+                       "fields of the kind (docs/activity.md). A day of more than 500 events keeps the first 2 "
+                       "of each 15-minute slot; the others are counted events: {at: the slot's start, kind, "
+                       "count, channel or post}"})
     counts = fields.Dict(keys=fields.String(), values=fields.Integer(), metadata={
         "description": "events per kind (summary only)"})
 

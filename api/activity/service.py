@@ -106,13 +106,13 @@ def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zo
         tz_name = zones.get(account) or "UTC"
         by_day = calendar.cut_into_days(found.get(account, ()), days, calendar.zone(tz_name))
         for day in days:
-            day_events = ev.in_order(by_day.get(day, ()))
+            day_events = ev.capped(ev.in_order(by_day.get(day, ())))
             if not day_events and not keep_empty(account, day):
                 continue
             write = store.day_write(archive.name, account, day, day_events, time_zone=tz_name, built_at_us=built_at)
             writes.append(write)
             result.days_written += 1
-            result.events += len(day_events)
+            result.events += ev.total(day_events)
             result.stored_bytes += len(write[1][4])
             result.raw_bytes += write[1][9]
     if not dry_run:
@@ -236,14 +236,24 @@ def read(db: Database, archive: Archive, account: str, days: Sequence[date], *, 
     """Every day asked for, in order, with its events (or, with `summary`, counts per kind); a day never built
     or without events is empty. Events in `hidden_channels` (private channels the reader may not see) are left
     out, counts included."""
-    stored = store.read_days(db, archive.name, account, days, contiguous=contiguous)
+    # A summary reads the counts kept beside each day, unless channels are hidden (then the events are filtered).
+    counts_only = summary and not hidden_channels
+    stored = store.read_days(db, archive.name, account, days, contiguous=contiguous, counts_only=counts_only)
     out = []
     for day in sorted(set(days)):
         found = stored.get(day)
+        if counts_only:
+            entry: dict[str, Any] = {"date": day.isoformat(), "event_count": found.event_count if found else 0,
+                                     "counts": dict(sorted(found.kind_counts.items())) if found else {}}
+            out.append(entry)
+            continue
         day_events = found.events if found is not None else []
         if hidden_channels:
             day_events = [e for e in day_events if e.get("channel") not in hidden_channels]
-        entry: dict[str, Any] = {"date": day.isoformat(), "event_count": len(day_events)}
+            count = ev.total(day_events)
+        else:
+            count = found.event_count if found is not None else 0
+        entry = {"date": day.isoformat(), "event_count": count}
         if summary:
             entry["counts"] = ev.counts_by_kind(day_events)
         else:

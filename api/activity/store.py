@@ -17,17 +17,28 @@ from api.db import Database, Params, Statement
 
 TABLES = frozenset({"activity_days", "activity_rebuild_progress"})
 
-_DAY_COLUMNS = "day, events, codec, codec_params, format, event_count, raw_size, time_zone, built_at"
+_DAY_COLUMNS = "day, events, codec, codec_params, format, event_count, raw_size, time_zone, built_at, kind_counts"
+# What `summary` reads: the counts kept beside the blob (the blob only for days built before migration 0140).
+_COUNT_COLUMNS = "day, format, event_count, kind_counts, codec, time_zone, built_at"
 
 PUT_DAY = Statement(
     "INSERT INTO activity_days (archive, account, year, day, events, codec, codec_params, format, event_count, "
-    "raw_size, time_zone, built_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?")
+    "raw_size, time_zone, built_at, kind_counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?")
 SELECT_RANGE = Statement(
     f"SELECT {_DAY_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? "
     "AND day >= ? AND day <= ?", name="SELECT activity_days (range)")
 SELECT_DATES = Statement(
     f"SELECT {_DAY_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day IN ?",
     name="SELECT activity_days (dates)")
+SELECT_RANGE_COUNTS = Statement(
+    f"SELECT {_COUNT_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? "
+    "AND day >= ? AND day <= ?", name="SELECT activity_days (range, counts)")
+SELECT_DATES_COUNTS = Statement(
+    f"SELECT {_COUNT_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day IN ?",
+    name="SELECT activity_days (dates, counts)")
+SELECT_BLOBS = Statement(
+    f"SELECT {_DAY_COLUMNS} FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day IN ?",
+    name="SELECT activity_days (dates without counts)")
 SELECT_STORED_DAYS = Statement(
     "SELECT day FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day >= ? AND day <= ?",
     name="SELECT activity_days (which days)")
@@ -50,6 +61,7 @@ class StoredDay:
     stored_size: int
     time_zone: str | None
     built_at: datetime | None
+    kind_counts: dict[str, int] | None = None  # events per kind (None: built before migration 0140)
 
 
 def day_write(archive: str, account: str, day: date, day_events: Sequence[dict[str, Any]], *, time_zone: str,
@@ -58,9 +70,9 @@ def day_write(archive: str, account: str, day: date, day_events: Sequence[dict[s
     blob = codec.encode(day_events, use)
     params = {"layout": codec.COLUMNAR_LAYOUT} if use == codec.Codec.COLUMNAR else None
     built = datetime.fromtimestamp(built_at_us / 1e6, UTC)
-    return (PUT_DAY, (archive, account, day.year, day, blob, int(use), params, events.FORMAT_VERSION,
-                      len(day_events), len(codec.to_json(day_events)), time_zone, built,
-                      built_at_us))
+    return (PUT_DAY, (archive, account, day.year, day, blob, int(use), params, events.format_of(day_events),
+                      events.total(day_events), len(codec.to_json(day_events)), time_zone, built,
+                      events.counts_by_kind(day_events), built_at_us))
 
 
 def days_by_year(days: Iterable[date]) -> dict[int, list[date]]:
@@ -70,29 +82,65 @@ def days_by_year(days: Iterable[date]) -> dict[int, list[date]]:
     return by_year
 
 
-def read_days(db: Database, archive: str, account: str, days: Sequence[date], *, contiguous: bool
-              ) -> dict[date, StoredDay]:
+def read_days(db: Database, archive: str, account: str, days: Sequence[date], *, contiguous: bool,
+              counts_only: bool = False) -> dict[date, StoredDay]:
     """The stored days among `days` (at most MAX_DAYS), decoded: one read per local year touched (one or two).
-    A range (`contiguous`) reads a slice of the partition; a list of dates reads them by key."""
+    A range (`contiguous`) reads a slice of the partition; a list of dates reads them by key. `counts_only`:
+    the per-kind counts without the events (`events` empty), decoded only for days stored without counts."""
     if len(set(days)) > MAX_DAYS:
         raise ValueError(f"at most {MAX_DAYS} days per read")
     futures = []
     for year, wanted in days_by_year(days).items():
         if contiguous:
-            futures.append(db.execute_async(SELECT_RANGE, (archive, account, year, wanted[0], wanted[-1])))
+            futures.append(db.execute_async(SELECT_RANGE_COUNTS if counts_only else SELECT_RANGE,
+                                            (archive, account, year, wanted[0], wanted[-1])))
         else:
-            futures.append(db.execute_async(SELECT_DATES, (archive, account, year, wanted)))
+            futures.append(db.execute_async(SELECT_DATES_COUNTS if counts_only else SELECT_DATES,
+                                            (archive, account, year, wanted)))
     out: dict[date, StoredDay] = {}
+    uncounted: list[date] = []
     for future in futures:
         for row in future.result():
             day = _as_date(row.day)
             if row.format is not None and row.format > events.FORMAT_VERSION:
                 raise codec.UnknownCodec(f"activity day {day} has event format {row.format}; this version reads "
                                          f"up to {events.FORMAT_VERSION}")
-            out[day] = StoredDay(day=day, events=codec.decode(row.events, row.codec), event_count=row.event_count or 0,
+            if counts_only:
+                if row.kind_counts is None:
+                    uncounted.append(day)
+                    continue
+                out[day] = StoredDay(day=day, events=[], event_count=row.event_count or 0, codec=row.codec,
+                                     raw_size=0, stored_size=0, time_zone=row.time_zone, built_at=row.built_at,
+                                     kind_counts=dict(row.kind_counts))
+                continue
+            out[day] = StoredDay(day=day, events=_decoded(db, row), event_count=row.event_count or 0,
                                  codec=row.codec, raw_size=row.raw_size or 0, stored_size=len(row.events or b""),
-                                 time_zone=row.time_zone, built_at=row.built_at)
+                                 time_zone=row.time_zone, built_at=row.built_at,
+                                 kind_counts=dict(row.kind_counts) if row.kind_counts is not None else None)
+    if uncounted:  # built before migration 0140: counted from the events
+        for year, wanted in days_by_year(uncounted).items():
+            for row in db.execute(SELECT_BLOBS, (archive, account, year, wanted)):
+                day_events = codec.decode(row.events, row.codec)
+                out[_as_date(row.day)] = StoredDay(
+                    day=_as_date(row.day), events=[], event_count=events.total(day_events), codec=row.codec,
+                    raw_size=row.raw_size or 0, stored_size=len(row.events or b""), time_zone=row.time_zone,
+                    built_at=row.built_at, kind_counts=events.counts_by_kind(day_events))
     return out
+
+
+# Hot days (format 2: with counted events) decoded, by their bytes: a hot account's days are read again and again
+# (its page, its dashboards), and decoding ~300 events is most of a read's CPU. Keyed by the blob itself (a few
+# KB), so a rebuilt day is a new key; 256 days of ~300 events: ~25 MB at most.
+_HOT_DECODED = "activity.hot_days_decoded"
+_HOT_DECODED_MAX = 256
+
+
+def _decoded(db: Database, row: Any) -> list[dict[str, Any]]:
+    if row.format != events.FORMAT_VERSION or row.events is None:
+        return codec.decode(row.events, row.codec)
+    cache = db.caches.lru(_HOT_DECODED, maxsize=_HOT_DECODED_MAX)
+    # A new list each time (the events themselves are shared: nothing modifies a read day's events).
+    return list(cache.get_or_load((row.codec, row.events), lambda: codec.decode(row.events, row.codec)))
 
 
 def stored_days_of(db: Database, archive: str, accounts: Sequence[str], first: date, last: date

@@ -20,6 +20,8 @@ from api.cli.network import network
 from api.cli.node import node
 from api.cli.sample import sample
 from api.cli.slack import slack
+from api.cli.slack_app import register as register_slack_app
+from api.cli.slack_socket import socket_mode
 from api.cli.tagging import tagging
 
 
@@ -66,6 +68,8 @@ def chronicle(ctx: click.Context) -> None:
 
 for command in (node, migrate, sample, slack, network, activity, tagging):
     chronicle.add_command(command)
+register_slack_app(slack)  # the Slack app's commands: manifest, token-key, installations, reencrypt-tokens
+slack.add_command(socket_mode)
 
 
 def main() -> None:

@@ -12,16 +12,7 @@ import click
 
 from api.activity import calendar, codec, dirty, service
 from api.activity.service import Archive
-from api.cli.common import (
-    CONTEXT,
-    EXIT_FAILED,
-    EXIT_USAGE,
-    cassandra_errors,
-    database,
-    emit,
-    fail,
-    progress_bars,
-)
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, progress_bars
 from api.worker_loop import StopOnSignal
 
 _CODES = "Exit codes: 0 done, 1 failed (a write, or a stored day this version cannot decode), 2 usage error, " \
@@ -36,7 +27,7 @@ def activity() -> None:
 
 def _archive(team: str | None, network: str | None) -> Archive:
     if bool(team) == bool(network):
-        fail("give exactly one of --team or --network", EXIT_USAGE)
+        fail("give exactly one of --team or --network", Exit.USAGE)
     return Archive.slack(team) if team else Archive.network(network)
 
 
@@ -44,7 +35,7 @@ def _date(value: str, what: str) -> date:
     try:
         return date.fromisoformat(value)
     except ValueError:
-        fail(f"{what}: {value!r} is not a date (YYYY-MM-DD)", EXIT_USAGE)
+        fail(f"{what}: {value!r} is not a date (YYYY-MM-DD)", Exit.USAGE)
 
 
 @activity.command("rebuild", context_settings=CONTEXT, short_help="Rebuild the activity days of a date range.",
@@ -69,13 +60,13 @@ def rebuild(team: str | None, network: str | None, first: str, last: str, accoun
     lo, hi = _date(first, "--from"), _date(last, "--to")
     wanted = [a.strip() for a in accounts.split(",") if a.strip()] if accounts else None
     if network and wanted and not all(a.isdigit() for a in wanted):
-        fail("--accounts: network account ids are numbers", EXIT_USAGE)
+        fail("--accounts: network account ids are numbers", Exit.USAGE)
     with cassandra_errors():
         db = database()
         try:
             plan = service.plan_rebuild(db, archive, lo, hi, wanted, restart=restart)
         except ValueError as exc:
-            fail(str(exc), EXIT_USAGE)
+            fail(str(exc), Exit.USAGE)
         total = service.Built()
         skipped = 0
         with progress_bars(not quiet) as bar:
@@ -145,11 +136,11 @@ def show(team: str | None, network: str | None, account: str, first: str, last: 
     hi = _date(last, "--to") if last else lo
     days = calendar.date_range(lo, hi) if hi >= lo else []
     if not days or len(days) > 31:
-        fail("--from..--to must be 1 to 31 days", EXIT_USAGE)
+        fail("--from..--to must be 1 to 31 days", Exit.USAGE)
     with cassandra_errors():
         try:
             emit({"archive": archive.name, "account": account,
                   "days": service.read(database(), archive, account, days, contiguous=True, summary=summary)})
         except codec.UnknownCodec as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_FAILED)
+            sys.exit(Exit.FAILED)

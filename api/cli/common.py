@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -29,9 +30,21 @@ from api.config import Settings
 from api.db import Database, installed_db, set_db
 from api.node.common import NodeError, PrerequisiteError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND = 0, 1, 2, 3, 4
-EXIT_PREREQUISITE = EXIT_UNREACHABLE  # node commands: what they need is missing (Java, Maven, disk, a port)
-EXIT_NODE_FAILED = EXIT_FAILED
+
+class Exit(enum.IntEnum):
+    """A command's exit code (the module's docstring says what each means)."""
+
+    OK = 0
+    FAILED = 1
+    NODE_FAILED = 1
+    USAGE = 2
+    UNREACHABLE = 3
+    PREREQUISITE = 3  # node commands: what they need is missing (Java, Maven, disk, a port)
+    NOT_FOUND = 4
+    BAD_TOKEN = 5  # `slack backfill`: Slack refused the token
+    MISSING_SCOPE = 6  # `slack backfill`: the token lacks a scope
+    RATE_LIMITED = 7  # `slack backfill`: rate limited beyond --rate-wait-budget
+
 EXIT_CODES_DOC = ("Exit codes: 0 done, 1 failed (bad input, a write, a migration or a node failed), "
                   "2 usage error or bad configuration, 3 Cassandra unreachable or a node prerequisite missing "
                   "(Java, Maven, disk space, a free port), 4 not found (an account, post, snapshot, stored "
@@ -59,7 +72,7 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 @contextlib.contextmanager
-def fail_on(*errors: type[BaseException], code: int = EXIT_FAILED, prefix: str = "") -> Iterator[None]:
+def fail_on(*errors: type[BaseException], code: int = Exit.FAILED, prefix: str = "") -> Iterator[None]:
     """Turn the given exceptions into `error: <prefix><exception>` and exit `code`."""
     try:
         yield
@@ -71,7 +84,7 @@ def fail_on(*errors: type[BaseException], code: int = EXIT_FAILED, prefix: str =
 def cassandra_errors(where: str | None = None) -> Iterator[None]:
     """Cassandra unreachable (no host answers) -> exit 3 with the driver's reason."""
     at = f" at {where}" if where else ""
-    with fail_on(NoHostAvailable, code=EXIT_UNREACHABLE, prefix=f"Cassandra unreachable{at}: "):
+    with fail_on(NoHostAvailable, code=Exit.UNREACHABLE, prefix=f"Cassandra unreachable{at}: "):
         yield
 
 
@@ -81,7 +94,7 @@ def node_errors() -> Iterator[None]:
     try:
         yield
     except NodeError as exc:
-        fail(str(exc), EXIT_PREREQUISITE if isinstance(exc, PrerequisiteError) else EXIT_NODE_FAILED)
+        fail(str(exc), Exit.PREREQUISITE if isinstance(exc, PrerequisiteError) else Exit.NODE_FAILED)
 
 
 @contextlib.contextmanager
@@ -117,24 +130,25 @@ class Runtime:
 
     def settings(self) -> Settings:
         if self._settings is None:
-            with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+            with fail_on(ValueError, code=Exit.USAGE, prefix="bad configuration: "):
                 self._settings = Settings.from_env()
         return self._settings
 
     def database(self, keyspace: str | None = None) -> Database:
-        """The command's Database on `keyspace` (else CHRONICLE_KEYSPACE).
+        """The command's Database on `keyspace` (else CHRONICLE_KEYSPACE), its settings read from the environment.
 
-        A Database this process already installed is used when no other keyspace is asked for (a test invoking
-        the command in-process); otherwise the command builds its own and installs it, so that everything the
-        command calls reads one Database."""
+        Run in a process of its own (nothing installed), the command builds it and installs it, so that everything
+        it calls reads one Database. Run in-process by a test, the Database the process installed is used unless
+        the option names a keyspace or the environment names the installed one: then everything is read from the
+        environment, as the command's own process would."""
         if self._db is None:
+            settings = self.settings()
+            if keyspace:
+                settings = dataclasses.replace(settings, keyspace=keyspace)
             installed = installed_db()
-            if installed is not None and keyspace in (None, "", installed.keyspace):
+            if installed is not None and not keyspace and settings.keyspace != installed.keyspace:
                 self._db = installed
             else:
-                settings = self.settings()
-                if keyspace:
-                    settings = dataclasses.replace(settings, keyspace=keyspace)
                 self._db, self._owned = Database(settings), True
                 if installed is None:
                     set_db(self._db)

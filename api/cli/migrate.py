@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import CONTEXT, EXIT_USAGE, cassandra_errors, fail_on, runtime
+from api.cli.common import CONTEXT, Exit, cassandra_errors, fail_on, runtime
 from api.db import Database
 from api.migrations import CQL_DIR, MigrationError
 from api.migrations import migrate as apply_migrations
@@ -31,7 +31,7 @@ def migrate(keyspace: str | None, replication: str | None, directory: Path, dry_
     2 usage error or bad configuration, 3 Cassandra unreachable.
     """
     configured = runtime().settings()
-    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+    with fail_on(ValueError, code=Exit.USAGE, prefix="bad configuration: "):
         settings = dataclasses.replace(configured, keyspace=keyspace or configured.keyspace,
                                        replication=replication or configured.replication, request_timeout=60.0)
         replication_map = settings.replication_map()

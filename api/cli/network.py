@@ -29,19 +29,7 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import (
-    CONTEXT,
-    EXIT_FAILED,
-    EXIT_NOT_FOUND,
-    EXIT_USAGE,
-    cassandra_errors,
-    database,
-    emit,
-    fail,
-    fail_on,
-    progress_bars,
-    runtime,
-)
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, runtime
 from api.network import (
     accounts,
     actions,
@@ -196,7 +184,7 @@ def load(network: str, directory: Path, only: tuple[str, ...], workers: int, con
     kinds = only or loader.KINDS
     for kind in kinds:
         if not (directory / f"{kind}.csv").exists():
-            fail(f"{directory / f'{kind}.csv'} is missing", EXIT_FAILED)
+            fail(f"{directory / f'{kind}.csv'} is missing", Exit.FAILED)
     if dry_run:
         emit({"network": network, "dry_run": True,
               "rows": {k: loader.count_rows(directory / f"{k}.csv") for k in kinds}})
@@ -245,7 +233,7 @@ def query(ctx: click.Context, network: str) -> None:
 def _account(network: str, account_id: int) -> Account:
     account = accounts.get_account(database(), network, account_id)
     if account is None:
-        fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
+        fail(f"account {account_id} not found in network {network}", Exit.NOT_FOUND)
     return account
 
 
@@ -265,7 +253,7 @@ def _snapshot(network: str, kind: str, at: str | None, history: int | None) -> N
         when: datetime | None = parse_iso(at) if at else None
         found = rankings.snapshots(database(), network, kind, at=when, limit=history or 1)
         if not found:
-            fail("no snapshot: run `chronicle network rankings` (compute_rankings.py)", EXIT_NOT_FOUND)
+            fail("no snapshot: run `chronicle network rankings` (compute_rankings.py)", Exit.NOT_FOUND)
         emit(found if history else found[0])
 
 
@@ -310,7 +298,7 @@ def q6(network: str, words: tuple[str, ...]) -> None:
     """The 25 most-liked posts containing all WORDS (case-insensitive)."""
     parsed = search.parse_query(" ".join(words))
     if not parsed:
-        fail("give at least one word (letters or digits)", EXIT_USAGE)
+        fail("give at least one word (letters or digits)", Exit.USAGE)
     with cassandra_errors():
         found = post_search.search_posts(database(), network, parsed, database().settings.network.page_size)
         emit({"words": parsed, "posts": found.posts, "exact": found.exact})
@@ -347,7 +335,7 @@ def post(network: str, author_id: int | None, content: str | None, posted_at: st
                 for row in csv.DictReader(handle):
                     items.append((int(row["author_id"]), row["content"], row.get("posted_at") or None))
         except (KeyError, ValueError) as exc:
-            fail(f"{file_}: needs columns author_id,content[,posted_at]: {exc}", EXIT_FAILED)
+            fail(f"{file_}: needs columns author_id,content[,posted_at]: {exc}", Exit.FAILED)
     else:
         items.append((author_id, content, posted_at))
     out = []
@@ -357,7 +345,7 @@ def post(network: str, author_id: int | None, content: str | None, posted_at: st
         for author_id_, text, when in items:
             author = accounts.get_account(db, network, author_id_)
             if author is None:
-                fail(f"author {author_id_} not found in network {network}", EXIT_NOT_FOUND)
+                fail(f"author {author_id_} not found in network {network}", Exit.NOT_FOUND)
             started = time.perf_counter()
             new_post, fanned = actions.create_post(db, network, author, text, dry_run=dry_run,
                                                    posted_at=parse_iso(when) if when else None)
@@ -386,7 +374,7 @@ def init_cache(network: str, account_id: int, dry_run: bool) -> None:
     with cassandra_errors():
         db = database()
         if accounts.get_account(db, network, account_id) is None:
-            fail(f"account {account_id} not found in network {network}", EXIT_NOT_FOUND)
+            fail(f"account {account_id} not found in network {network}", Exit.NOT_FOUND)
         emit(home.build_cache(db, network, account_id, dry_run=dry_run))
 
 
@@ -446,7 +434,7 @@ def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, d
     if posts_file is not None:
         wanted += [t for t in loader.common_terms(posts_file) if t not in wanted]
     if not wanted:
-        fail("give --term or --posts-file", EXIT_USAGE)
+        fail("give --term or --posts-file", Exit.USAGE)
     with cassandra_errors():
         db = database()
         with progress_bars() as bars:
@@ -513,7 +501,7 @@ def worker(once: bool, interval: float, batch_size: int) -> None:
                 job_worker.run(interval=interval, stop=stopping, on_pass=on_pass)
         emit(total.as_dict())
     if total.failed:
-        sys.exit(EXIT_FAILED)
+        sys.exit(Exit.FAILED)
 
 
 @network.command("drop", context_settings=CONTEXT, short_help="Delete a whole network (to redo an import).")
@@ -528,9 +516,9 @@ def drop(name: str, dry_run: bool, yes: bool) -> None:
     Exit codes: 0 done, 2 usage error (bad name, not confirmed), 3 Cassandra unreachable.
     """
     if not valid_network_name(name):
-        fail(f"{name!r} is not a network name (1-64 letters, digits, '_' or '-')", EXIT_USAGE)
+        fail(f"{name!r} is not a network name (1-64 letters, digits, '_' or '-')", Exit.USAGE)
     if not dry_run and not yes and not click.confirm(f"delete every row of network {name!r}?", err=True):
-        fail("not confirmed (use --yes in scripts)", EXIT_USAGE)
+        fail("not confirmed (use --yes in scripts)", Exit.USAGE)
     with cassandra_errors(), progress_bars() as bars:
         advances: dict[str, Callable[[int], None]] = {}
 

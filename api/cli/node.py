@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import CONTEXT, EXIT_NODE_FAILED, EXIT_PREREQUISITE, EXIT_USAGE, fail, fail_on, node_errors
+from api.cli.common import CONTEXT, Exit, fail, fail_on, node_errors
 from api.config import NodeSettings
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.fetch import CASSANDRA_VERSION, fetch
@@ -20,7 +20,7 @@ from api.node.process import destroy, node_status, start_cluster, start_node, st
 
 
 def _settings() -> NodeSettings:
-    with fail_on(ValueError, code=EXIT_USAGE, prefix="bad configuration: "):
+    with fail_on(ValueError, code=Exit.USAGE, prefix="bad configuration: "):
         return NodeSettings.from_env()
 
 
@@ -88,7 +88,7 @@ def _print_status(specs: list[NodeSpec]) -> bool:
 @click.option("--port", type=int, default=None, help="Native (CQL) port of the node.")
 def status(port: int | None) -> None:
     """Print the local node's state; exit 0 only when CQL answers."""
-    sys.exit(0 if _print_status([local_node_spec(port, _settings())]) else EXIT_NODE_FAILED)
+    sys.exit(0 if _print_status([local_node_spec(port, _settings())]) else Exit.NODE_FAILED)
 
 
 @node.command(context_settings={"ignore_unknown_options": True}, short_help="Open cqlsh against the local node.")
@@ -99,7 +99,7 @@ def cqlsh(port: int | None, cqlsh_args: tuple[str, ...]) -> None:
     spec = local_node_spec(port, _settings())
     exe = Path(sys.executable).with_name("cqlsh")
     if not exe.exists():
-        fail("cqlsh is not installed in this virtualenv (pip install cqlsh)", EXIT_PREREQUISITE)
+        fail("cqlsh is not installed in this virtualenv (pip install cqlsh)", Exit.PREREQUISITE)
     args = [str(exe), spec.address, str(spec.native_port), *cqlsh_args]
     os.execv(args[0], args)
 
@@ -137,7 +137,7 @@ def cluster_stop(nodes: int) -> None:
 @click.option("-n", "--nodes", type=int, default=3, show_default=True)
 def cluster_status(nodes: int) -> None:
     """Print each node's state; exit 0 only when all answer CQL."""
-    sys.exit(0 if _print_status(_cluster_specs(nodes)) else EXIT_NODE_FAILED)
+    sys.exit(0 if _print_status(_cluster_specs(nodes)) else Exit.NODE_FAILED)
 
 
 @cluster.command("destroy", short_help="Stop the cluster and delete its data.")

@@ -8,17 +8,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import (
-    CONTEXT,
-    EXIT_FAILED,
-    EXIT_USAGE,
-    cassandra_errors,
-    database,
-    emit,
-    fail,
-    fail_on,
-    progress_bars,
-)
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars
 
 
 @click.group("slack", context_settings=CONTEXT)
@@ -77,12 +67,11 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
     click.echo(f"total: stored={total.stored} retried={total.retried} failed={total.failed} "
                f"skipped={total.skipped}", err=True)
     if fail_on_error and total.failed:
-        sys.exit(EXIT_FAILED)
+        sys.exit(Exit.FAILED)
 
 
 # -- history in and out ------------------------------------------------------------------------------------
 
-EXIT_BAD_TOKEN, EXIT_MISSING_SCOPE, EXIT_RATE_LIMITED = 5, 6, 7
 
 # A channel name as Slack allows it: lower-case letters (any script), digits, hyphens and underscores, at most
 # 80 characters (checked with the value == its lower-case form); a leading # is dropped.
@@ -134,19 +123,18 @@ def _channel_refs(_ctx: click.Context, param: click.Parameter, value: str | None
 def _indexed_channels(db: Any, team_id: str, wanted: list[str] | None) -> list[str]:
     """The channel ids to work on: `wanted`, each in the workspace's channel index or with stored days, else
     every indexed one. Exit 4 when the workspace was never archived or a wanted id is none of its channels."""
-    from api.cli.common import EXIT_NOT_FOUND
     from api.slack import channels as channel_table
     from api.slack import messages
 
     indexed = [r.channel_id for r in channel_table.every_indexed(db, team_id)]
     if wanted is None:
         if not indexed:
-            fail(f"workspace {team_id} is not in the archive (nothing of it was ever stored)", EXIT_NOT_FOUND)
+            fail(f"workspace {team_id} is not in the archive (nothing of it was ever stored)", Exit.NOT_FOUND)
         return indexed
     missing = sorted(c for c in set(wanted) - set(indexed)  # an unindexed channel with messages still counts
                      if next(iter(messages.all_days(db, team_id, c)), None) is None)
     if missing:
-        fail(f"no channel {', '.join(missing)} in workspace {team_id}'s archive", EXIT_NOT_FOUND)
+        fail(f"no channel {', '.join(missing)} in workspace {team_id}'s archive", Exit.NOT_FOUND)
     return wanted
 
 
@@ -176,7 +164,7 @@ def _epoch(value: str | None, option: str) -> int | None:
     try:
         return ts_to_us(value)
     except BadTimestamp:
-        fail(f"{option}: {value!r} is neither YYYY-MM-DD nor a Slack ts", EXIT_USAGE)
+        fail(f"{option}: {value!r} is neither YYYY-MM-DD nor a Slack ts", Exit.USAGE)
 
 
 @slack.command("backfill", context_settings=CONTEXT, short_help="Fetch a workspace's history via the Web API.")
@@ -212,14 +200,14 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
 
     db = database(keyspace)
     slack_settings = db.settings.slack
-    token = slack_settings.token_for(team_id)
-    if not token:
-        fail(f"no bot token for {team_id}: set CHRONICLE_SLACK_BOT_TOKENS={team_id}=xoxb-... "
-             "(or CHRONICLE_SLACK_BOT_TOKEN)", EXIT_USAGE)
+    from api.slack.installations import NoToken, bot_token, refreshing
+
+    with cassandra_errors(), fail_on(NoToken, code=Exit.USAGE):
+        token = bot_token(db, team_id)  # the installed (rotated) token, else CHRONICLE_SLACK_BOT_TOKEN(S)
     wanted = frozenset(channels) if channels else None
     options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,
                       channels=wanted, dry_run=dry_run, rate_wait_budget=rate_wait_budget)
-    codes = {"bad_token": EXIT_BAD_TOKEN, "missing_scope": EXIT_MISSING_SCOPE, "rate_limited": EXIT_RATE_LIMITED}
+    codes = {"bad_token": Exit.BAD_TOKEN, "missing_scope": Exit.MISSING_SCOPE, "rate_limited": Exit.RATE_LIMITED}
     with cassandra_errors(), progress_bars(progress) as bar:
         bars: dict[str, Any] = {"messages": bar("messages", None)}
 
@@ -235,10 +223,12 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
                 bars["current"](value)
 
         try:
-            report = Backfill(db, team_id, token, options, base_url=slack_settings.api_url,
-                              progress=on_progress).run()
+            runner = Backfill(db, team_id, token, options, base_url=slack_settings.api_url, progress=on_progress)
+            refreshing(runner.client, db, team_id)  # a token rotated (or revoked) during the run is seen
+            with fail_on(NoToken, code=Exit.BAD_TOKEN):
+                report = runner.run()
         except BackfillError as exc:
-            fail(str(exc), codes.get(exc.kind, EXIT_FAILED))
+            fail(str(exc), codes.get(exc.kind, Exit.FAILED))
     emit(report.to_json())
 
 
@@ -277,7 +267,6 @@ def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_pri
     ZIP, over the limits, no workspace), 2 usage error, 3 Cassandra unreachable, 4 --team is not the export's
     workspace.
     """
-    from api.cli.common import EXIT_NOT_FOUND
     from api.slack.zip_import import BadArchive, Limits, WrongWorkspace
     from api.slack.zip_import import import_export as run_import
 
@@ -300,12 +289,12 @@ def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_pri
                                 dry_run=dry_run, observed_at=at, limits=limits, progress=on_progress,
                                 on_day_files=on_day_files, strict_team=not as_copy)
         except BadArchive as exc:
-            fail(f"{zip_path}: {exc}", EXIT_FAILED)
+            fail(f"{zip_path}: {exc}", Exit.FAILED)
         except WrongWorkspace as exc:
-            fail(f"{zip_path}: {exc}", EXIT_NOT_FOUND)
+            fail(f"{zip_path}: {exc}", Exit.NOT_FOUND)
     emit(report.to_json())
     if not report.imported_anything:
-        fail("nothing could be imported (see the report's skipped reasons)", EXIT_FAILED)
+        fail("nothing could be imported (see the report's skipped reasons)", Exit.FAILED)
 
 
 @slack.command("export", context_settings=CONTEXT, short_help="Export a workspace's archive as a Slack export ZIP.")
@@ -336,7 +325,6 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
 
     Exit codes: 0 written, 1 failed, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
     """
-    from api.cli.common import EXIT_NOT_FOUND
     from api.slack.zip_export import NotFound
     from api.slack.zip_export import export as run_export
 
@@ -351,7 +339,7 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
         def on_progress(_folder: str, n: int) -> None:
             bars["messages"](n)
 
-        with fail_on(NotFound, code=EXIT_NOT_FOUND):
+        with fail_on(NotFound, code=Exit.NOT_FOUND):
             report = run_export(db, team_id, out_path, since=lo, until=hi, channel_filter=channels,
                                 include_deleted=include_deleted, progress=on_progress, on_channels=on_channels,
                                 tz=tz)
@@ -390,12 +378,11 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
     import datetime as dt
     import json
 
-    from api.cli.common import EXIT_NOT_FOUND
     from api.slack.reports import blocks, render, service
     from api.slack.reports.anonymise import anonymise as anonymised_copy
     from api.slack.reports.period import BadPeriod, Period, last_full_week
 
-    with fail_on(ValueError, BadPeriod, code=EXIT_USAGE, prefix="bad --start: "):
+    with fail_on(ValueError, BadPeriod, code=Exit.USAGE, prefix="bad --start: "):
         period = Period(dt.date.fromisoformat(start), days) if start else \
             Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, days)
     db = database(keyspace)
@@ -403,9 +390,9 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
         if stored:
             document = service.get(db, team_id, period.report_id)
             if document is None:
-                fail(f"no stored report {period.report_id} for workspace {team_id}", EXIT_NOT_FOUND)
+                fail(f"no stored report {period.report_id} for workspace {team_id}", Exit.NOT_FOUND)
         else:
-            with fail_on(service.UnknownWorkspace, code=EXIT_NOT_FOUND):
+            with fail_on(service.UnknownWorkspace, code=Exit.NOT_FOUND):
                 document = service.generate(db, team_id, period, include_private=include_private)
     shown = anonymised_copy(document) if anonymise else document
     if output_format == "html":
@@ -421,10 +408,51 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
         click.echo(text)
     if post:
         users = tuple(u.strip() for u in dm_users.split(",") if u.strip()) if dm_users is not None else None
-        with fail_on(blocks.PostError, code=EXIT_FAILED):
+        with fail_on(blocks.PostError, code=Exit.FAILED):
             delivery = service.post(document, db.settings.slack, channel=channel, per_channel=per_channel,
-                                    dm_users=users, anonymised=anonymise)
+                                    dm_users=users, anonymised=anonymise, db=db)
         click.echo(json.dumps({"posted": delivery.posted, "skipped": delivery.skipped}), err=True)
+
+
+@slack.command("report-worker", context_settings=CONTEXT,
+               short_help="Run queued report generations (POST /slack/teams/{team}/reports).")
+@click.option("--once", is_flag=True, help="Run the jobs due now, then exit.")
+@click.option("--interval", default=2.0, show_default=True, help="Seconds to sleep when nothing is due.")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--max-passes", type=int, default=0, help="Stop after this many passes (0 = no limit).")
+def report_worker(once: bool, interval: float, keyspace: str | None, max_passes: int) -> None:
+    """Run the report generations that POST /slack/teams/{team}/reports queued (queue `slack_reports`, one job
+    at a time: a generation holds a period's figures in memory), storing each report and posting it when asked;
+    the job's state is at GET /slack/teams/{team}/reports/jobs/{job_id}. Safe to run several at once (each holds
+    a share of the queue); on SIGTERM the current job is finished and the queue handed back. Prints a JSON
+    summary when it stops.
+
+    Exit codes: 0 done (--once) or stopped by a signal, 1 some jobs failed for good, 2 bad configuration,
+    3 Cassandra unreachable.
+    """
+    from api.slack.reports import service
+    from api.slack.reports.jobs import ReportWorker, Stats
+    from api.worker_loop import StopOnSignal
+
+    db = database(keyspace)
+    total = Stats()
+    with cassandra_errors():
+        db.session  # noqa: B018 - connect now, to fail fast with exit code 3
+        worker = ReportWorker(db, service.run_job)
+
+        def on_pass(stats: Stats) -> None:
+            total.add(stats)
+            if stats.total():
+                click.echo(f"done={stats.done} retried={stats.retried} failed={stats.failed}", err=True)
+
+        with StopOnSignal("report", say=lambda line: click.echo(line, err=True)).installed() as stopping:
+            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+            click.echo(f"slack report worker {worker.owner}: keyspace={db.keyspace}", err=True)
+            worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
+                       max_passes=max(0, max_passes))
+    emit(total.as_dict())
+    if total.failed:
+        sys.exit(Exit.FAILED)
 
 
 @slack.command("analytics-rebuild", context_settings=CONTEXT,
@@ -498,3 +526,37 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
             next_channel(1)
     emit({"team_id": team_id, "channels": len(wanted), "messages": messages, "rows": rows,
           "dry_run": dry_run})
+
+
+@slack.command("relayout", context_settings=CONTEXT,
+               short_help="Move raw events out of message rows and split hot days (keyspaces before cql/0190).")
+@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
+@click.option("--channels", default=None, callback=_channel_ids,
+              help="Comma-separated channel ids (default: every channel of the index).")
+@click.option("--dry-run", is_flag=True, help="Read and count what would be copied and split; write nothing.")
+@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+def relayout(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None, progress: bool) -> None:
+    """Bring a workspace's messages stored before schema 0190 to its layout (docs/slack-messages.md, "Partition
+    sizes"): each message's raw event copied into slack_message_raw at its own write time, and each day whose
+    partition holds more than CHRONICLE_SLACK_HOT_DAY_MESSAGES messages (and that ended a day ago) split into
+    hour buckets, every cell copied at its own write time, the old partition then dropped. Each finished
+    channel-day is marked, so a stopped run resumes at the days not yet done; a day done twice gets the same
+    cells again. --team and each --channels value must be Slack ids (else exit 2), of a workspace and channels
+    in the archive (else exit 4).
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
+    """
+    from api.slack import messages
+
+    db = database(keyspace)
+    total = {"days": 0, "rows": 0, "raw": 0, "copied": 0, "split": 0}
+    with cassandra_errors(), progress_bars(progress) as bar:
+        wanted = _indexed_channels(db, team_id, channels)
+        advance = bar("channels", len(wanted))
+        for channel_id in wanted:
+            for k, v in messages.relayout_channel(db, team_id, channel_id, dry_run=dry_run).items():
+                total[k] += v
+            advance(1)
+    emit({"team_id": team_id, "channels": len(wanted), **total, "dry_run": dry_run})
+

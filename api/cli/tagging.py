@@ -10,17 +10,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import (
-    CONTEXT,
-    EXIT_FAILED,
-    EXIT_NOT_FOUND,
-    EXIT_USAGE,
-    cassandra_errors,
-    database,
-    emit,
-    fail,
-    progress_bars,
-)
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, progress_bars
 from api.config import tagging_tick
 from api.tagging import projects, reconcile, service, worker
 
@@ -34,7 +24,7 @@ def tagging() -> None:
 
 
 def _refused(exc: service.Refused) -> None:
-    fail(exc.message, EXIT_NOT_FOUND if exc.status == 404 else EXIT_USAGE)
+    fail(exc.message, Exit.NOT_FOUND if exc.status == 404 else Exit.USAGE)
 
 
 def _names(value: str) -> list[str]:
@@ -66,26 +56,26 @@ def create_project(project: str, name: str | None, source: str, categories: str,
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", project):
-        fail("--project: 1-64 letters, digits, '_' or '-'", EXIT_USAGE)
+        fail("--project: 1-64 letters, digits, '_' or '-'", Exit.USAGE)
     try:
         parsed = json.loads(source)
     except json.JSONDecodeError as exc:
-        fail(f"--source is not JSON: {exc}", EXIT_USAGE)
+        fail(f"--source is not JSON: {exc}", Exit.USAGE)
     quotas: dict[str, int | None] = {}
     for team in teams:
         team_name, _, quota = team.partition(":")
         if not team_name or (quota and not quota.isdigit()):
-            fail(f"--team {team!r}: NAME or NAME:QUOTA", EXIT_USAGE)
+            fail(f"--team {team!r}: NAME or NAME:QUOTA", Exit.USAGE)
         quotas[team_name] = int(quota) if quota else None
     if not _names(categories):
-        fail("--categories: at least one category", EXIT_USAGE)
+        fail("--categories: at least one category", Exit.USAGE)
     with cassandra_errors():
         db = database()
         if dry_run:
             try:
                 stored = service.sources.validate(parsed)
             except service.sources.SourceError as exc:
-                fail(str(exc), EXIT_USAGE)
+                fail(str(exc), Exit.USAGE)
             emit({"project": project, "source": stored, "items": sum(1 for _ in service.sources.refs(db, stored)),
                   "dry_run": True})
             return
@@ -111,7 +101,7 @@ def add_team(project: str, team: str, quota: int | None) -> None:
     with cassandra_errors():
         db = database()
         if projects.get(db, project) is None:
-            fail(f"no project {project}", EXIT_NOT_FOUND)
+            fail(f"no project {project}", Exit.NOT_FOUND)
         projects.put_team(db, project, team, quota)
         service.items.make_usage(db, project, team)
         emit({"project": project, "team": team, "quota": quota})
@@ -145,7 +135,7 @@ def fill_queues(project: str | None) -> None:
         db = database()
         names = [project] if project else projects.every(db)
         if project and projects.get(db, project) is None:
-            fail(f"no project {project}", EXIT_NOT_FOUND)
+            fail(f"no project {project}", Exit.NOT_FOUND)
         emit([worker.run_once(db, name) for name in names])
 
 
@@ -184,10 +174,10 @@ def reconcile_command(project: str, repair: bool) -> None:
             try:
                 report = reconcile.reconcile(db, project, repair=repair, progress=bar("items", None))
             except LookupError as exc:
-                fail(str(exc), EXIT_NOT_FOUND)
+                fail(str(exc), Exit.NOT_FOUND)
         emit(report)
         if (report["differences"] or report["missing_events"] or report["team_usage"]) and not report["repaired"]:
-            raise SystemExit(EXIT_FAILED)
+            raise SystemExit(Exit.FAILED)
 
 
 @tagging.command("stats", context_settings=CONTEXT, short_help="Print a project's figures.", epilog=_CODES)

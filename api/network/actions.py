@@ -127,7 +127,7 @@ def fan_out(db: Database, network: str, post: Post, *, ns: NetworkSettings | Non
     if accounts.is_celebrity(db, network, post.author_id):
         # Read after the post's rows were written: a promotion that added the author to the set before this
         # read records its newest post time after the add, so one of the two records this post.
-        db.execute(*accounts.post_time_write(network, post.author_id, post.posted_at))
+        accounts.record_post_times(db, network, {post.author_id: post.posted_at})
         return 0
     return timelines.add_to_caches(db, ns, network, [post],
                                    relations.ids(db, network, post.author_id, FOLLOWER))
@@ -237,7 +237,7 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     changed = relations.claim_follow(db, network, follower, followee)
     known_celebrity = accounts.is_celebrity_from(known_celebrity_f)
     logged, keys = _log_writes(db, network, "follow", a, b) if changed else ([], [])
-    db.execute_together(relations.follow_writes(network, follower, followee)
+    db.execute_together(relations.follow_writes(db, network, follower, followee)
                     + (accounts.count_writes(network, a, b, +1) if changed else [])
                     + [timelines.excluded_write(network, a, b, False),
                        timelines.ranking_stale_write(network, a, home.ranking_now(db))]
@@ -271,7 +271,7 @@ def unfollow(db: Database, network: str, follower: Account, followee: Account, n
     a, b = follower.account_id, followee.account_id
     changed = relations.claim_unfollow(db, network, a, b)
     logged, keys = _log_writes(db, network, "unfollow", a, b) if changed else ([], [])
-    db.execute_together(relations.unfollow_writes(network, a, b)
+    db.execute_together(relations.unfollow_writes(db, network, a, b)
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
                     + [timelines.excluded_write(network, a, b, True),
                        timelines.ranking_stale_write(network, a, home.ranking_now(db))]

@@ -1,40 +1,92 @@
-"""Likes and follows as timed events (network_activity_log): both sides of each, one partition per account and
-UTC day. The relation and like tables keep the current state; this keeps what happened when, for activity days.
+"""Likes and follows as timed events: both sides of each, for activity days. The relation and like tables keep
+the current state; this keeps what happened when.
+
+Hot accounts (a post liked 1M times in a day) bound what one rebuild reads: the events are kept per account and
+15-minute slot (network_activity_slots), and counted per slot, kind and (for received likes) post
+(network_activity_counts). A rebuild reads the day's counts and, of a hot day, a slot's first few rows; what lies
+beyond those rows becomes counts (api/network/activity.py), so its work does not grow with the day.
+
+network_activity_log (one partition per account and UTC day, before migration 0140) is only read, for days the
+counts table knows nothing of (archived before it).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from cassandra.cluster import ResponseFuture
 
 from api.db import Database, Params, Statement
 
-TABLES = frozenset({"network_activity_log"})
+TABLES = frozenset({"network_activity_log", "network_activity_slots", "network_activity_counts"})
 
 PUT_EVENT = Statement(
-    "INSERT INTO network_activity_log (network, account_id, day, at, kind, other_id, post_id) "
+    "INSERT INTO network_activity_slots (network, account_id, slot, at, kind, other_id, post_id) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)")
-SELECT_DAY = Statement(
+# The increment is bound (not a literal 1): Database tells counter updates by a bound counter column.
+COUNT_EVENT = Statement(
+    "UPDATE network_activity_counts SET n = n + ? WHERE network = ? AND account_id = ? AND day = ? AND slot = ? "
+    "AND kind = ? AND post_id = ?", idempotent=False)
+SELECT_SLOT = Statement(
+    "SELECT at, kind, other_id, post_id FROM network_activity_slots WHERE network = ? AND account_id = ? "
+    "AND slot = ? AND at >= ? AND at < ? LIMIT ?")
+SELECT_COUNTS = Statement(
+    "SELECT slot, kind, post_id, n FROM network_activity_counts WHERE network = ? AND account_id = ? AND day = ? "
+    "AND slot >= ? AND slot <= ?")
+SELECT_LEGACY_DAY = Statement(
     "SELECT at, kind, other_id, post_id FROM network_activity_log WHERE network = ? AND account_id = ? AND day = ? "
-    "AND at >= ? AND at < ?")
+    "AND at >= ? AND at < ?", name="SELECT network_activity_log (before 0140)")
 
-US_PER_DAY = 86_400 * 1_000_000
+US = 1_000_000
+US_PER_DAY = 86_400 * US
+SLOT_SECONDS = 900  # every zone offset in use is a multiple of 15 minutes: a slot lies in one local day
+SLOT_US = SLOT_SECONDS * US
+SLOTS_PER_DAY = 86_400 // SLOT_SECONDS
+SLOT_EVENTS = 10  # rows of a slot read by default (the collector asks for what it needs: events.SLOT_SHARE)
+# Kinds counted per post (the account's own posts: bounded by what it posted); others per kind only.
+PER_POST = frozenset({"like_received", "unlike_received"})
 # Each action and its mirror on the other account: (kind of the actor, kind of the other).
 MIRRORS = {"like": ("like_given", "like_received"), "unlike": ("unlike_given", "unlike_received"),
            "follow": ("follow", "followed_by"), "unfollow": ("unfollow", "unfollowed_by")}
 
 
+def slot_of(at_us: int) -> int:
+    return at_us // SLOT_US
+
+
+def count_key(kind: str, post_id: int | None) -> int:
+    """The post a count of `kind` is kept under (0: per kind only)."""
+    return (post_id or 0) if kind in PER_POST else 0
+
+
 def event_writes(network: str, action: str, actor: int, other: int, at_us: int, post_id: int = 0
                  ) -> list[tuple[Statement, Params]]:
-    """The rows of one like/unlike/follow/unfollow at `at_us`: the actor's and the other account's."""
+    """The rows of one like/unlike/follow/unfollow at `at_us` that changed state: the actor's and the other
+    account's event, and both counts (counters: written once, by the caller whose transaction applied)."""
     mine, theirs = MIRRORS[action]
-    day = at_us // US_PER_DAY
-    return [(PUT_EVENT, (network, actor, day, at_us, mine, other, post_id)),
-            (PUT_EVENT, (network, other, day, at_us, theirs, actor, post_id))]
+    slot, day = slot_of(at_us), at_us // US_PER_DAY
+    return [(PUT_EVENT, (network, actor, slot, at_us, mine, other, post_id)),
+            (PUT_EVENT, (network, other, slot, at_us, theirs, actor, post_id)),
+            (COUNT_EVENT, (1, network, actor, day, slot, mine, count_key(mine, post_id))),
+            (COUNT_EVENT, (1, network, other, day, slot, theirs, count_key(theirs, post_id)))]
 
 
-def start_events(db: Database, network: str, account_id: int, start_us: int, end_us: int) -> list[ResponseFuture]:
-    """Reads of the account's events in [start_us, end_us): one per UTC day touched."""
-    first, last = start_us // US_PER_DAY, (end_us - 1) // US_PER_DAY
-    return [db.execute_async(SELECT_DAY, (network, account_id, day, start_us, end_us))
-            for day in range(first, last + 1)]
+def start_counts(db: Database, network: str, account_id: int, start_us: int, end_us: int
+                 ) -> list[tuple[int, ResponseFuture]]:
+    """Reads of the counts of the slots overlapping [start_us, end_us): (UTC day, future) per day touched."""
+    first, last = slot_of(start_us), slot_of(end_us - 1)
+    return [(day, db.execute_async(SELECT_COUNTS, (network, account_id, day, max(first, day * SLOTS_PER_DAY),
+                                                   min(last, (day + 1) * SLOTS_PER_DAY - 1))))
+            for day in range(start_us // US_PER_DAY, (end_us - 1) // US_PER_DAY + 1)]
 
+
+def start_slots(db: Database, network: str, account_id: int, slots: Iterable[int], start_us: int, end_us: int,
+                limit: int = SLOT_EVENTS) -> list[ResponseFuture]:
+    """Reads of the first `limit` events of each slot (inside [start_us, end_us))."""
+    return [db.execute_async(SELECT_SLOT, (network, account_id, slot, start_us, end_us, limit)) for slot in slots]
+
+
+def start_legacy_day(db: Database, network: str, account_id: int, day: int, start_us: int, end_us: int
+                     ) -> ResponseFuture:
+    """The read of one UTC day of network_activity_log (archived before migration 0140)."""
+    return db.execute_async(SELECT_LEGACY_DAY, (network, account_id, day, start_us, end_us))

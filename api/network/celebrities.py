@@ -40,8 +40,8 @@ def record_post_times(db: Database, network: str, author_ids: list[int]) -> int:
         newest = {a: posts.posts_of_author(db, network, a, 1) for a in author_ids}
     finally:
         read_level.reset(token)
-    return db.execute_many(accounts.post_time_write(network, a, got[0].posted_at if got else _NEVER_POSTED)
-                           for a, got in newest.items())
+    return accounts.record_post_times(db, network, {a: got[0].posted_at if got else _NEVER_POSTED
+                                                    for a, got in newest.items()})
 
 
 def demote(db: Database, ns: NetworkSettings, network: str, author_id: int) -> int:
@@ -86,6 +86,9 @@ def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = Non
             promote(db, network, a, wanted[a])
         for a in to_demote:
             demote(db, ns, network, a)
-        record_post_times(db, network, sorted(set(wanted) - set(to_promote)))  # promote recorded the others
+        kept = sorted(set(wanted) - set(to_promote))
+        for a in kept:  # (again: a keyspace migrated to cql/0150 has the set but not yet the flags)
+            accounts.add_celebrity(db, network, a, current[a])
+        record_post_times(db, network, kept)  # promote recorded the others
         accounts.record_threshold(db, network, ns.hybrid_threshold if ns.hybrid else 0, datetime.now(UTC))
     return {"dry_run": dry_run, "celebrities": len(wanted), "promoted": to_promote, "demoted": to_demote}

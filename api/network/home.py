@@ -145,7 +145,7 @@ class _Reader:
     state: CacheState | None  # None: no cache yet
     celebrities: set[int]  # followed celebrities: merged from their own posts
     skip: set[int]  # authors whose cached rows a page skips: the unfollowed ones and the celebrities
-    post_times_f: list  # the celebrities' last post times, being read
+    post_times: accounts.PostTimes | None  # the celebrities' last post times (known, or being read)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,9 +191,9 @@ def _read_reader(db: Database, network: str, account_id: int) -> _Reader | None:
     if account is None:
         return None
     celebrities = {r.celebrity_id for r in celebs_f.result()}
-    post_times_f = accounts.start_post_times(db, network, celebrities) if celebrities else []
+    post_times = accounts.start_post_times(db, network, celebrities) if celebrities else None
     return _Reader(account, timelines.state_from(state_f), celebrities,
-                   timelines.excluded_from(excluded_f) | celebrities, post_times_f)
+                   timelines.excluded_from(excluded_f) | celebrities, post_times)
 
 
 def _read_window(db: Database, ns: NetworkSettings, network: str, account_id: int, reader: _Reader, needed: int,
@@ -234,8 +234,8 @@ def _start_celebrity_posts(db: Database, network: str, reader: _Reader, needed: 
     if since is None:
         return posts.start_posts_of_authors(db, network, sorted(reader.celebrities), needed)
     return posts.start_recent_posts_of_authors(
-        db, network, accounts.posted_since_from(reader.post_times_f, reader.celebrities, since), since, needed,
-        datetime.now(UTC))
+        db, network, accounts.posted_since_from(db, network, reader.post_times, reader.celebrities, since), since,
+        needed, datetime.now(UTC))
 
 
 def _likes_page(db: Database, ns: NetworkSettings, network: str, account_id: int, ranked_at: datetime,

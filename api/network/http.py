@@ -8,9 +8,10 @@ the cross-table modules (actions.py, home.py, post_search.py, top100.py) or one 
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
-from flask import current_app
+from flask import current_app, url_for
 from flask.views import MethodView
 from flask_smorest import Blueprint, abort
 
@@ -24,7 +25,6 @@ from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.schemas import (
     AccountSchema,
     CacheBuiltSchema,
-    ComputedSchema,
     CreatedPostSchema,
     DeletedSchema,
     FollowResultSchema,
@@ -38,6 +38,7 @@ from api.network.schemas import (
     PostRequestHeadersSchema,
     PostSchema,
     PostsPageSchema,
+    RankingJobSchema,
     RelationArgs,
     RelationSchema,
     SearchArgs,
@@ -300,12 +301,30 @@ def search_posts(args: dict, network: str):
 
 # -- Q2 / Q3 ---------------------------------------------------------------------------------------------------
 @blp.route("/<network>/rankings", methods=["POST"])
-@blp.response(201, ComputedSchema)
+@blp.response(202, RankingJobSchema, headers={"Location": {
+    "description": "the job's status endpoint", "schema": {"type": "string"}}})
 @blp.doc(**_ADMIN_DOC)
 def compute_rankings(network: str):
-    """Compute Q2 and Q3 now and append a snapshot to both time series (admin; also a periodic command)."""
+    """Queue a Q2+Q3 job: it computes both and appends a snapshot to both time series (admin). Answers 202 with
+    the job's id at once; `chronicle network worker` runs it; follow it at `status_url` (the periodic command
+    `chronicle network rankings` computes in its own process instead)."""
     _admin()
-    return top100.compute_rankings(get_db(), _network(network))
+    job = top100.request_rankings(get_db(), _network(network))
+    url = url_for("network.ranking_job", network=network, job_id=job["job_id"])
+    return {**job, "status_url": url}, {"Location": url}
+
+
+@blp.route("/<network>/rankings/jobs/<uuid:job_id>")
+@blp.response(200, RankingJobSchema)
+@blp.alt_response(404, description="unknown job (or older than 30 days)")
+def ranking_job(network: str, job_id: uuid.UUID):
+    """The status of a Q2+Q3 job: queued, running, done (with its snapshot) or failed."""
+    found = None
+    if job_id.version == 1:  # job ids are time-based: any other UUID is unknown, never a driver error
+        found = rankings.job_status(get_db(), _network(network), job_id)
+    if found is None:
+        abort(404, message=f"no ranking job {job_id} in network {network}")
+    return {**found, "status_url": url_for("network.ranking_job", network=network, job_id=found["job_id"])}
 
 
 @blp.route("/<network>/rankings/<any('top-accounts', 'top-followers'):ranking>")

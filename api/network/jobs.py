@@ -11,6 +11,12 @@ Kinds (every job re-reads the state it acts on, so a duplicate, late or repeated
 - `purge-likes:<post_id>`: remove the likes of a deleted post.
 - `term-top:<term>`: rebuild a common term's top list when it has none or has outgrown it. Queued when a term's
   postings pass a power of two above the rare limit, and by a search that could not answer exactly.
+- `rankings:<job id>`: compute Q2+Q3 and append a snapshot; its status row (rankings.py, ranking_jobs) says
+  queued, running, done (with the snapshot id) or failed. Queued by POST /networks/{n}/rankings (202).
+- `follower-buckets:<account_id>`: move the account's followers into the layout its follower count wants
+  (relations.move_followers: into buckets above the line, split when they fill, back below the line minus
+  the hysteresis). Queued by the rankings job for top accounts whose layout is behind; the celebrity job
+  settles the layout too.
 
 This module owns no table: it translates between network jobs and work items, and runs the worker loop.
 """
@@ -35,7 +41,8 @@ from api.workqueue import WorkItem
 
 QUEUE = "network_jobs"
 CELEBRITY, PURGE_LIKES, TERM_TOP = "celebrity", "purge-likes", "term-top"
-KINDS = (CELEBRITY, PURGE_LIKES, TERM_TOP)
+RANKINGS, FOLLOWER_BUCKETS = "rankings", "follower-buckets"
+KINDS = (CELEBRITY, PURGE_LIKES, TERM_TOP, RANKINGS, FOLLOWER_BUCKETS)
 
 log = structlog.get_logger("chronicle.network.jobs")
 

@@ -20,7 +20,7 @@ def _rebuilds_asked(db: Database) -> Cache:
 
 def search_posts(db: Database, network: str, terms: list[str], limit: int = 25) -> search.Found:
     """Q6: the `limit` most-liked posts holding every term, confirmed against the posts. A search whose driving
-    term has no top list, or an outgrown one, queues its rebuild."""
+    term has no top list, or an outgrown or old one, queues its rebuild."""
     found = search.search(db, network, terms, lambda ids: posts.like_counts(db, network, ids), limit)
     if found.rebuild is not None:
         asked, key = _rebuilds_asked(db), (network, found.rebuild)
@@ -36,8 +36,11 @@ def rebuild_term_top(db: Database, network: str, term: str, *, dry_run: bool = F
 
 
 def refresh_term_top(db: Database, network: str, term: str) -> dict[str, Any]:
-    """The term-top job: rebuild the list only when it is missing or outgrown (a duplicate job does nothing)."""
+    """The term-top job: rebuild the list only when it is missing, outgrown or old (a duplicate job does
+    nothing)."""
     postings = search.term_counts(db, network, [term])[term]
-    if not search.needs_top(postings, search.top_states(db, network, [term]).get(term)):
+    now = db.clock.time()
+    state = search.usable(search.top_states(db, network, [term]).get(term), now)
+    if not search.needs_top(postings, state, now, db.settings.network.term_top_max_age):
         return {"term": term, "postings": postings, "unchanged": True}
     return rebuild_term_top(db, network, term)

@@ -1,6 +1,7 @@
 """Q2 / Q3 time series: top100_accounts_by_time and top100_followers_by_time (one partition per network and
-month, newest snapshot first) and ranking_months_by_network (which months hold snapshots). Computing a
-snapshot reads other tables: that is api/network/top100.py's `compute_rankings`.
+month, newest snapshot first) and ranking_months_by_network (which months hold snapshots); and ranking_jobs, the
+status of each queued Q2+Q3 job (POST /networks/{n}/rankings answers 202 with its id). Computing a snapshot
+reads other tables: that is api/network/top100.py's `compute_rankings`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from cassandra import ConsistencyLevel
 from cassandra.util import max_uuid_from_time, uuid_from_time
 
 from api import partitions
 from api.db import Database, Statement
 from api.network.common import iso, month_of, to_utc
 
-TABLES = frozenset({"top100_accounts_by_time", "top100_followers_by_time", "ranking_months_by_network"})
+TABLES = frozenset({"top100_accounts_by_time", "top100_followers_by_time", "ranking_months_by_network",
+                    "ranking_jobs"})
 KINDS = ("accounts", "followers")
 
 PUT_ACCOUNTS_SNAPSHOT = Statement(
@@ -32,6 +35,20 @@ FOLLOWERS_AT = Statement(
     "SELECT taken_at, followers_json FROM top100_followers_by_time WHERE network = ? AND month = ? "
     "AND taken_at <= ? LIMIT ?")
 
+PUT_JOB = Statement(
+    "INSERT INTO ranking_jobs (network, job_id, status, requested_at, attempts) VALUES (?, ?, 'queued', ?, 0)")
+JOB = Statement(
+    "SELECT status, requested_at, started_at, finished_at, attempts, snapshot_id, seconds, error FROM ranking_jobs "
+    "WHERE network = ? AND job_id = ?", consistency=ConsistencyLevel.LOCAL_QUORUM)
+JOB_RUNNING = Statement(
+    "UPDATE ranking_jobs SET status = 'running', started_at = ?, attempts = ? WHERE network = ? AND job_id = ?")
+JOB_DONE = Statement(
+    "UPDATE ranking_jobs SET status = 'done', finished_at = ?, snapshot_id = ?, seconds = ? "
+    "WHERE network = ? AND job_id = ?")
+JOB_FAILED = Statement(
+    "UPDATE ranking_jobs SET status = 'failed', finished_at = ?, error = ? WHERE network = ? AND job_id = ?")
+JOB_STATES = ("queued", "running", "done", "failed")
+
 _READS = {"accounts": (ACCOUNTS_AT, "accounts_json"), "followers": (FOLLOWERS_AT, "followers_json")}
 
 
@@ -45,6 +62,49 @@ def store_snapshot(db: Database, network: str, top: list[dict[str, Any]], follow
     db.execute(PUT_ACCOUNTS_SNAPSHOT, (network, month, taken_id, json.dumps(top)))
     db.execute(PUT_FOLLOWERS_SNAPSHOT, (network, month, taken_id, json.dumps(followers)))
     return {"taken_at": _taken_at(taken_id), "snapshot_id": str(taken_id)}
+
+
+def new_job(network: str, now: datetime) -> tuple[uuid.UUID, list[tuple[Statement, Any]]]:
+    """A new job id (time-based: its own request time) and its 'queued' row, to go out with the queue item."""
+    job_id = uuid_from_time(now)
+    return job_id, [(PUT_JOB, (network, job_id, now))]
+
+
+def job_status(db: Database, network: str, job_id: uuid.UUID) -> dict[str, Any] | None:
+    """What the status endpoint shows of a job, or None (unknown, or older than 30 days)."""
+    row = db.execute(JOB, (network, job_id)).one()
+    if row is None or row.status is None:
+        return None
+    out: dict[str, Any] = {"job_id": str(job_id), "network": network, "status": row.status,
+                           "requested_at": to_utc(row.requested_at), "attempts": row.attempts or 0}
+    for name in ("started_at", "finished_at"):
+        if getattr(row, name) is not None:
+            out[name] = to_utc(getattr(row, name))
+    if row.snapshot_id is not None:
+        out["snapshot_id"] = str(row.snapshot_id)
+        out["taken_at"] = _taken_at(row.snapshot_id)
+    if row.seconds is not None:
+        out["seconds"] = row.seconds
+    if row.error is not None:
+        out["error"] = row.error
+    return out
+
+
+def job_started(db: Database, network: str, job_id: uuid.UUID, now: datetime) -> dict[str, Any] | None:
+    """Mark a job running (one more attempt); returns its status before, None when the row is gone."""
+    before = job_status(db, network, job_id)
+    if before is not None and before["status"] != "done":
+        db.execute(JOB_RUNNING, (now, before["attempts"] + 1, network, job_id))
+    return before
+
+
+def job_done(db: Database, network: str, job_id: uuid.UUID, snapshot_id: str, seconds: float, now: datetime
+             ) -> None:
+    db.execute(JOB_DONE, (now, uuid.UUID(snapshot_id), seconds, network, job_id))
+
+
+def job_failed(db: Database, network: str, job_id: uuid.UUID, error: str, now: datetime) -> None:
+    db.execute(JOB_FAILED, (now, error[:1000], network, job_id))
 
 
 def _taken_at(taken_id: uuid.UUID) -> datetime:

@@ -9,27 +9,19 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from api.network import search
+from api.schema_fields import plain_fields
 
 
-class AccountSchema(Schema):
-    account_id = fields.Integer(required=True)
-    username = fields.String(required=True)
-    follower_count = fields.Integer(required=True)
-    follows_count = fields.Integer(required=True)
+class AccountSchema(plain_fields(strings="username", integers="account_id follower_count follows_count",
+                                 required=True)):
+    pass
 
 
-class PostSchema(Schema):
-    post_id = fields.Integer(required=True)
-    author_id = fields.Integer(required=True)
-    author_username = fields.String(allow_none=True)
+class PostSchema(plain_fields(integers="post_id author_id like_count", required=True),
+                 plain_fields(strings="author_username content language country", floats="latitude longitude",
+                              nullable=True)):
     original_author = fields.String(allow_none=True, metadata={"description": "author in the imported file"})
     posted_at = fields.DateTime(required=True)
-    content = fields.String(allow_none=True)
-    language = fields.String(allow_none=True)
-    country = fields.String(allow_none=True)
-    latitude = fields.Float(allow_none=True)
-    longitude = fields.Float(allow_none=True)
-    like_count = fields.Integer(required=True)
     share_count = fields.Integer()
 
 
@@ -133,10 +125,8 @@ class FollowResultSchema(Schema):
                        "promotes it (merged at read time) or demotes it (fanned out again)"})
 
 
-class LikeResultSchema(Schema):
-    post_id = fields.Integer(required=True)
-    user_id = fields.Integer(required=True)
-    like_count = fields.Integer(required=True)
+class LikeResultSchema(plain_fields(integers="post_id user_id like_count", required=True)):
+    pass
 
 
 class RelationSchema(Schema):
@@ -190,15 +180,27 @@ class HistorySchema(Schema):
     snapshots = fields.List(fields.Nested(SnapshotSchema), required=True)
 
 
-class ComputedSchema(Schema):
-    taken_at = fields.DateTime(required=True)
-    snapshot_id = fields.String(required=True)
-    accounts = fields.List(fields.Nested(RankedAccountSchema), required=True)
-    followers = fields.List(fields.Nested(RankedAccountSchema), required=True)
-    seconds = fields.Float(required=True)
+class RankingJobSchema(Schema):
+    """A Q2+Q3 job: POST /networks/{n}/rankings answers this (202) at once; the status endpoint follows it."""
+
+    job_id = fields.UUID(required=True, metadata={"description": "the job's id (a time-based UUID)"})
+    network = fields.String(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(["queued", "running", "done", "failed"]),
+                           metadata={"description": "queued (waiting for `chronicle network worker`), running, "
+                                                    "done (`snapshot_id` is the snapshot it appended), failed "
+                                                    "(`error`; the worker retries it up to 5 attempts, so a failed "
+                                                    "job may still run again)"})
+    requested_at = fields.DateTime(required=True)
+    started_at = fields.DateTime(metadata={"description": "when its latest attempt started"})
+    finished_at = fields.DateTime()
+    attempts = fields.Integer(required=True, metadata={"description": "attempts started so far"})
+    snapshot_id = fields.String(metadata={"description": "done: the snapshot (GET .../rankings/top-accounts and "
+                                                         "top-followers show it while it is the latest)"})
+    taken_at = fields.DateTime()
+    seconds = fields.Float(metadata={"description": "done: how long the computation took"})
+    error = fields.String(metadata={"description": "failed: the error of the latest attempt"})
+    status_url = fields.String(required=True, metadata={"description": "this job's status endpoint"})
 
 
-class CacheBuiltSchema(Schema):
-    entries = fields.Integer(required=True)
-    complete = fields.Boolean(required=True)
-    followed_authors = fields.Integer(required=True)
+class CacheBuiltSchema(plain_fields(integers="entries followed_authors", booleans="complete", required=True)):
+    pass

@@ -13,11 +13,17 @@ Read plan (every read bounded):
   SCAN_BUDGET postings are scanned and the answer is marked inexact; `chronicle network index-terms` rebuilds.
 Likes are a plain column of a posting (overwritten by a like, never part of a key), so a like moves no row.
 Ranking: likes descending, then newest post first (posted_at, post_id descending).
+
+Top lists never expire while current (no TTL): a search asks for a rebuild when a list is missing, outgrown or
+older than `term_top_max_age`; a rebuild streams the term's postings bucket by bucket through a top-K heap, writes
+a new generation, switches the state to it, and deletes the generation the previous rebuild replaced (a reader
+that read the state just before a switch still finds its generation's rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -37,7 +43,8 @@ POSTING_BUCKET = 50_000  # postings per partition of term_postings
 RARE_POSTINGS = 2_000  # a driver term with at most this many postings is read whole
 TOP_K = 500  # a rebuilt top list keeps at most this many posts (then grows as posts reach the floor)
 SCAN_BUDGET = 20_000  # postings scanned when a common term cannot be answered from its top list
-TOP_TTL = 30 * 24 * 3600  # old generations of a top list expire (no deletes)
+LEGACY_TOP_TTL = 30 * 24 * 3600  # rows of lists built before cql/0150 expire this long after they were written
+COUNT_SHARDS = 16  # cells of a term's postings counter: a post adds to one (post id % 16), a read sums them
 MAX_QUERY_CHARS = 200
 
 _POSTING_COLS = "posted_at, post_id, author_id, author_username, original_author, content, like_count"
@@ -53,29 +60,42 @@ DELETE_POSTING = Statement(
     "DELETE FROM term_postings WHERE network = ? AND term = ? AND bucket = ? AND posted_at = ? AND post_id = ?")
 POSTINGS = Statement(f"SELECT {_POSTING_COLS} FROM term_postings WHERE network = ? AND term = ? AND bucket = ? "
                      "LIMIT ?")
-ADD_POSTINGS = Statement("UPDATE term_counts SET postings = postings + ? WHERE network = ? AND term = ?",
-                         idempotent=False)
-GET_POSTINGS = Statement("SELECT postings FROM term_counts WHERE network = ? AND term = ?",
+# A rebuild streams the postings without their text (5x less to transfer for a word in 50M posts), and reads
+# whole rows only for the posts it keeps.
+POSTING_LIKES = Statement("SELECT posted_at, post_id, author_id, like_count FROM term_postings WHERE network = ? "
+                          "AND term = ? AND bucket = ?", name="SELECT term_postings (like counts)")
+GET_POSTING = Statement(f"SELECT {_POSTING_COLS} FROM term_postings WHERE network = ? AND term = ? AND bucket = ? "
+                        "AND posted_at = ? AND post_id = ?", name="SELECT term_postings (one)")
+_COUNT_CELLS = ["postings"] + [f"postings_{i}" for i in range(1, COUNT_SHARDS)]
+# One statement for every cell: the cells left unset are not touched (no lock, no read-before-write).
+ADD_POSTINGS = Statement(f"UPDATE term_counts SET {', '.join(f'{c} = {c} + ?' for c in _COUNT_CELLS)} "
+                         "WHERE network = ? AND term = ?", idempotent=False)
+GET_POSTINGS = Statement(f"SELECT {', '.join(_COUNT_CELLS)} FROM term_counts WHERE network = ? AND term = ?",
                          consistency=ConsistencyLevel.LOCAL_QUORUM)
+# Rows of the current generation carry no TTL: they live until a later rebuild deletes the generation.
 PUT_TOP = Statement(
     "INSERT INTO term_top_posts (network, term, generation, post_id, posted_at, author_id, author_username, "
-    "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?")
+    "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 PUT_TOP_LIKED = Statement(
     "INSERT INTO term_top_posts (network, term, generation, post_id, posted_at, author_id, author_username, "
-    "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
+    "original_author, content, like_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?")
 SET_TOP_LIKES = Statement(
-    "UPDATE term_top_posts USING TTL ? AND TIMESTAMP ? SET like_count = ? WHERE network = ? AND term = ? "
+    "UPDATE term_top_posts USING TIMESTAMP ? SET like_count = ? WHERE network = ? AND term = ? "
     "AND generation = ? AND post_id = ?")
 DELETE_TOP = Statement(
     "DELETE FROM term_top_posts WHERE network = ? AND term = ? AND generation = ? AND post_id = ?")
+DELETE_TOP_GENERATION = Statement(  # a replaced generation no reader reads any more: one partition tombstone
+    "DELETE FROM term_top_posts WHERE network = ? AND term = ? AND generation = ?",
+    name="DELETE term_top_posts (generation)")
 TOP_POSTS = Statement(f"SELECT {_POSTING_COLS} FROM term_top_posts WHERE network = ? AND term = ? "
                       "AND generation = ?")
 GET_TOP_STATES = Statement(  # a handful of terms (a post's, a query's): one request, not one per term
-    "SELECT term, generation, like_floor, top_entries, postings_at_build FROM term_top_state WHERE network = ? "
-    "AND term IN ?", name="SELECT term_top_state (some)", consistency=ConsistencyLevel.LOCAL_QUORUM)
+    "SELECT term, generation, like_floor, top_entries, postings_at_build, built_at, previous_generation "
+    "FROM term_top_state WHERE network = ? AND term IN ?", name="SELECT term_top_state (some)",
+    consistency=ConsistencyLevel.LOCAL_QUORUM)
 PUT_TOP_STATE = Statement(
-    "INSERT INTO term_top_state (network, term, generation, like_floor, top_entries, postings_at_build, built_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)")
+    "INSERT INTO term_top_state (network, term, generation, like_floor, top_entries, postings_at_build, built_at, "
+    "previous_generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 LikeCounts = Callable[[Iterable[int]], dict[int, int]]  # post ids -> like count of those that exist
 
@@ -86,6 +106,11 @@ class TopState:
     floor: int
     entries: int
     postings_at_build: int
+    built_at: float = 0.0  # seconds since the epoch (db.clock) when the generation was built
+    previous: int | None = 0  # the generation it replaced (0: none); None: built before cql/0150 (rows with TTL)
+
+    def age(self, now: float) -> float:
+        return now - self.built_at
 
 
 @dataclasses.dataclass
@@ -118,7 +143,7 @@ def term_counts(db: Database, network: str, terms: Iterable[str]) -> dict[str, i
     out = {}
     for term, future in futures.items():
         row = future.result().one()
-        out[term] = (row.postings or 0) if row is not None else 0
+        out[term] = sum(v or 0 for v in row) if row is not None else 0
     return out
 
 
@@ -129,9 +154,12 @@ def posting_writes(network: str, post: Post, buckets: dict[str, int]) -> list[tu
             for term, bucket in sorted(buckets.items())]
 
 
-def count_writes(network: str, counts: dict[str, int]) -> list[tuple[Statement, Params]]:
-    """Add to the postings counters of terms (new posts; bulk loads add their totals)."""
-    return [(ADD_POSTINGS, (n, network, term)) for term, n in counts.items() if n]
+def count_writes(network: str, counts: dict[str, int], shard: int = 0) -> list[tuple[Statement, Params]]:
+    """Add to the postings counters of terms, in cell `shard` of each (a new post: its id's; bulk loads add
+    their totals to cell 0)."""
+    cell = shard % COUNT_SHARDS
+    return [(ADD_POSTINGS, (*(n if i == cell else UNSET_VALUE for i in range(len(_COUNT_CELLS))), network, term))
+            for term, n in counts.items() if n]
 
 
 def index_post(db: Database, network: str, post: Post) -> tuple[dict[str, int], list[str]]:
@@ -141,7 +169,8 @@ def index_post(db: Database, network: str, post: Post) -> tuple[dict[str, int], 
     terms = sorted(index_terms(post.content))
     counts = term_counts(db, network, terms)
     buckets = {t: bucket_of(counts[t]) for t in terms}
-    db.execute_many(posting_writes(network, post, buckets) + count_writes(network, dict.fromkeys(terms, 1)))
+    db.execute_many(posting_writes(network, post, buckets)
+                    + count_writes(network, dict.fromkeys(terms, 1), post.post_id % COUNT_SHARDS))
     return buckets, [t for t in terms if grown(counts[t] + 1)]
 
 
@@ -163,9 +192,9 @@ def like_writes(network: str, post: Post, buckets: dict[str, int], count: int,
         if count >= state.floor:
             writes.append((PUT_TOP_LIKED, (network, term, state.generation, post.post_id, post.posted_at,
                                            post.author_id, _u(post.author_username), _u(post.original_author),
-                                           _u(post.content), count, TOP_TTL, read_at)))
+                                           _u(post.content), count, read_at)))
         else:  # a post that fell below the floor keeps its row, with its count: readers check the floor
-            writes.append((SET_TOP_LIKES, (TOP_TTL, read_at, count, network, term, state.generation, post.post_id)))
+            writes.append((SET_TOP_LIKES, (read_at, count, network, term, state.generation, post.post_id)))
     return writes
 
 
@@ -182,7 +211,9 @@ def start_top_states(db: Database, network: str, terms: Iterable[str]) -> Respon
 def top_states_from(future: ResponseFuture | None) -> dict[str, TopState]:
     if future is None:
         return {}
-    return {row.term: TopState(row.generation, row.like_floor, row.top_entries or 0, row.postings_at_build or 0)
+    return {row.term: TopState(row.generation, row.like_floor, row.top_entries or 0, row.postings_at_build or 0,
+                               row.built_at.replace(tzinfo=UTC).timestamp() if row.built_at else 0.0,
+                               row.previous_generation)
             for row in future.result()}
 
 
@@ -233,7 +264,10 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
     if n <= RARE_POSTINGS:
         rows = _postings(db, network, driver, range(bucket_of(n - 1) + 1), RARE_POSTINGS + 1)
         return Found(_confirmed_top(_holding(rows, terms), like_counts, limit), True)
-    state = top_states_from(tops_f).get(driver)
+    now = db.clock.time()
+    state = usable(top_states_from(tops_f).get(driver), now)
+    # Missing, outgrown or old: answered from what there is, and a job rebuilds it.
+    rebuild = driver if needs_top(n, state, now, db.settings.network.term_top_max_age) else None
     candidates: list[Post] = []
     if state is not None:
         rows = db.execute_async(TOP_POSTS, (network, driver, state.generation)).result()
@@ -244,58 +278,103 @@ def search(db: Database, network: str, terms: list[str], like_counts: LikeCounts
         if len(above) >= limit:
             top = _confirmed_top(above, like_counts, limit)
             if len(top) == limit and top[-1].like_count >= state.floor:
-                return Found(top, True)
+                return Found(top, True, rebuild)
         if state.floor <= 1 and len(terms) == 1:
             # Every liked post is a candidate; the rest have no likes and rank by time: the newest postings.
             liked = {p.post_id for p in above}
-            newest = _postings(db, network, driver, _newest_buckets(n), limit + len(liked) + 1)
+            # (Each of the two newest buckets asked for all it needs: deleted postings cannot leave it short.)
+            last = bucket_of(n - 1)
+            newest = _postings(db, network, driver, range(last, max(-1, last - 2), -1), limit + len(liked) + 1)
             top = _confirmed_top(above + [p for p in newest if p.post_id not in liked], like_counts, limit)
-            return Found(top, True)
-    scanned = _postings(db, network, driver, _newest_buckets(n, SCAN_BUDGET), POSTING_BUCKET)[:SCAN_BUDGET]
-    return Found(_confirmed_top(candidates + _holding(scanned, terms), like_counts, limit), False,
-                 driver if needs_top(n, state) else None)
+            return Found(top, True, rebuild)
+    scanned = _newest_postings(db, network, driver, n, SCAN_BUDGET)
+    return Found(_confirmed_top(candidates + _holding(scanned, terms), like_counts, limit), False, rebuild)
 
 
-def _newest_buckets(postings: int, rows: int = 1) -> list[int]:
-    """The newest buckets of a term holding at least `rows` postings (indexing order is time order)."""
+def _newest_postings(db: Database, network: str, term: str, postings: int, budget: int) -> list[Post]:
+    """At most `budget` of a term's newest postings (indexing order is time order): the newest bucket holds
+    `postings` - its first number; each older bucket is asked only for what the newer ones leave of the budget.
+    The reads go out together."""
+    futures, left = [], budget
     last = bucket_of(postings - 1)
-    span = max(1, -(-rows // POSTING_BUCKET)) + 1
-    return list(range(last, max(-1, last - span), -1))
+    for bucket in range(last, -1, -1):
+        holds = postings - bucket * POSTING_BUCKET if bucket == last else POSTING_BUCKET
+        take = min(left, max(holds, 1))
+        futures.append(db.execute_async(POSTINGS, (network, term, bucket, take)))
+        left -= take
+        if left <= 0:
+            break
+    return [Post.from_row(r) for f in futures for r in f.result() if r.author_id is not None][:budget]
 
 
 # -- top lists (a job) -----------------------------------------------------------------------------------------
+def usable(state: TopState | None, now: float) -> TopState | None:
+    """The state, unless it names a list built before cql/0150 whose rows (TTL 30 days) may be expiring."""
+    if state is not None and state.previous is None and state.age(now) > LEGACY_TOP_TTL - 24 * 3600:
+        return None
+    return state
+
+
+def needs_top(postings: int, state: TopState | None, now: float, max_age: float) -> bool:
+    """A common term needs a rebuild when it has no top list, when its list has grown well past what was built,
+    is older than `max_age` seconds (a list only grows between rebuilds: posts reaching the floor join it), or
+    was built before cql/0150 (its rows carry a TTL)."""
+    if postings <= RARE_POSTINGS:
+        return False
+    return (state is None or state.previous is None or postings >= 2 * max(state.postings_at_build, 1)
+            or state.age(now) >= max_age)
+
+
 def rebuild_top(db: Database, network: str, term: str, like_counts: LikeCounts, *, k: int | None = None,
                 dry_run: bool = False) -> dict[str, Any]:
-    """Rebuild a term's top list: read all its postings, confirm the like counts of the liked ones, keep every
-    post at or above the lowest floor (>= 1) that keeps at most `k`, into a new generation; then switch the
-    state to it. Proportional to the term's postings: a job, never a request."""
+    """Rebuild a term's top list: stream its postings bucket by bucket (keys and like counts, paged) through a
+    heap of the k + 1 most-liked; the floor is one above the (k + 1)-th count (>= 1), so every post at or above
+    it is among the k kept (counts confirmed against the posts). Write them into a new generation, switch the
+    state to it, then delete the generation the previous rebuild replaced. Memory: k rows, whatever the term's
+    postings; time: proportional to them (a job, never a request)."""
     started = time.perf_counter()
     k = k or TOP_K
     n = term_counts(db, network, [term])[term]
-    rows = _postings(db, network, term, range(bucket_of(max(n - 1, 0)) + 1), POSTING_BUCKET + 1) if n else []
-    hinted = [p for p in rows if p.like_count > 0]
-    current = like_counts(p.post_id for p in hinted)
-    liked = sorted((p.with_likes(current[p.post_id]) for p in hinted if current.get(p.post_id, 0) > 0),
-                   key=_rank)
-    floor = 1
-    if len(liked) > k:
-        floor = liked[k - 1].like_count + 1  # every post at or above the floor is kept: at most k
-    kept = [p for p in liked if p.like_count >= floor]
-    generation = time.time_ns() // 1000
-    summary = {"term": term, "postings": n, "liked": len(liked), "floor": floor, "entries": len(kept)}
+    old = top_states(db, network, [term]).get(term)
+    heap: list[tuple[tuple, int]] = []  # ((likes, posted_at, post_id), bucket): the least-liked on top
+    held: set[int] = set()  # post ids in the heap (a post counted twice by a retry has two postings)
+    scanned = 0
+    for bucket in range(bucket_of(n - 1) + 1) if n else ():
+        for r in db.execute(POSTING_LIKES, (network, term, bucket), fetch_size=5000, timeout=60):
+            scanned += 1
+            if r.author_id is None or not r.like_count or r.post_id in held:
+                continue
+            item = ((r.like_count, r.posted_at, r.post_id), bucket)
+            if len(heap) <= k:
+                heapq.heappush(heap, item)
+            elif item[0] > heap[0][0]:
+                held.discard(heapq.heapreplace(heap, item)[0][2])
+            else:
+                continue
+            held.add(r.post_id)
+    # Posts outside the heap have at most the (k + 1)-th count: below the floor.
+    floor = heap[0][0][0] + 1 if len(heap) > k else 1
+    current = like_counts(key[2] for key, _b in heap)
+    wanted = sorted((item for item in heap if current.get(item[0][2], 0) >= floor), reverse=True)
+    futures = [db.execute_async(GET_POSTING, (network, term, b, posted_at, post_id))
+               for (_likes, posted_at, post_id), b in wanted]
+    kept = [Post.from_row(r).with_likes(current[r.post_id]) for f in futures for r in f.result()
+            if r.author_id is not None]
+    generation = max(int(db.clock.time() * 1_000_000), old.generation + 1 if old else 0)
+    summary = {"term": term, "postings": n, "scanned": scanned, "liked_kept": len(heap), "floor": floor,
+               "entries": len(kept)}
     if dry_run:
         return {"dry_run": True, **summary}
-    db.execute_many((PUT_TOP, (network, term, generation, p.post_id, p.posted_at, p.author_id, _u(p.author_username),
-                               _u(p.original_author), _u(p.content), p.like_count, TOP_TTL)) for p in kept)
-    db.execute(PUT_TOP_STATE, (network, term, generation, floor, len(kept), n, datetime.now(UTC)))
+    db.execute_many((PUT_TOP, (network, term, generation, p.post_id, p.posted_at, p.author_id,
+                               _u(p.author_username), _u(p.original_author), _u(p.content), p.like_count))
+                    for p in kept)
+    db.execute(PUT_TOP_STATE, (network, term, generation, floor, len(kept), n,
+                               datetime.fromtimestamp(db.clock.time(), UTC), old.generation if old else 0))
+    if old is not None and old.previous:
+        # Replaced one rebuild ago: no reader holds its state any more (a reader reads the state and then
+        # its generation within one request).
+        db.execute(DELETE_TOP_GENERATION, (network, term, old.previous))
     return {**summary, "generation": generation, "seconds": round(time.perf_counter() - started, 3)}
-
-
-def needs_top(postings: int, state: TopState | None) -> bool:
-    """A common term without a top list, or one whose list has grown well past what was built, needs a rebuild."""
-    if postings <= RARE_POSTINGS:
-        return False
-    return state is None or postings >= 2 * max(state.postings_at_build, 1)
 
 
 def drop_network(db: Database, network: str, *, dry_run: bool = False,

@@ -8,7 +8,8 @@ everyone it concerns:
 - its author: the message itself at its ts (`message`, `reply`, `file_share`, `channel_join`,
   `channel_leave`, `channel_rename`), each edit at its time (from the message's text versions), the delete;
 - each reactor: `reaction_given` at the reaction's time (the set element's write time); the author:
-  `reaction_received` at the same time.
+  `reaction_received` at the same time. A reaction history showed (export import, backfill: no time) was
+  written at the import's time: the index names those times, and such a reaction is dated at its message.
 
 Only events of the asked users inside their windows are kept.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from api.activity import dirty
@@ -69,6 +70,9 @@ class _Collector:
     def __init__(self, windows: dict[str, tuple[int, int]]) -> None:
         self.windows = windows
         self.found: dict[str, list[dict[str, Any]]] = {user: [] for user in windows}
+        # channel -> the times history wrote reactions at there: such a reaction is dated at its message
+        self.history_at: dict[str, set[int]] = {}
+        self.stats: MutableMapping[str, int] = {}
 
     def needs_edits(self, row: Any) -> bool:
         """Whether the row was edited but archived without its edit times (before migration 0071), and they can
@@ -104,7 +108,10 @@ class _Collector:
                 kept.append({"at": row.deleted_ts, "kind": ev.DELETE, "channel": channel_id, "ts": ts})
         if not row.reactions:
             return
+        history = self.history_at.get(channel_id, ())
         for (emoji, reactor), at in zip(row.reactions, row.reaction_times or (), strict=False):
+            if at in history:  # history showed it without its time: it is dated at its message
+                at = ts
             given = windows.get(reactor)
             if given is not None and given[0] <= at < given[1]:
                 event = {"at": at, "kind": ev.REACTION_GIVEN, "channel": channel_id, "ts": ts, "emoji": emoji}
@@ -116,14 +123,22 @@ class _Collector:
                                            "emoji": emoji, "user": reactor})
 
 
-def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]]) -> dict[str, list[dict[str, Any]]]:
-    """The events of each user in `windows` ({user: (start µs, end µs)}), unordered."""
+def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]],
+            stats: MutableMapping[str, int] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The events of each user in `windows` ({user: (start µs, end µs)}), unordered. `stats` (optional) adds up
+    the message rows read."""
     index_reads = {user: activity_index.start_sources(db, team_id, user, day_of(start), day_of(end - 1))
                    for user, (start, end) in windows.items()}
-    sources: set[tuple[str, int]] = set()
+    sources: dict[tuple[str, int], set[int]] = {}
     for futures in index_reads.values():
-        sources |= activity_index.sources_from(futures)
+        for source, times in activity_index.sources_from(futures).items():
+            sources.setdefault(source, set()).update(times)
     collector = _Collector(windows)
+    if stats is not None:
+        collector.stats = stats
+    for (channel_id, _day), times in sources.items():
+        if times:
+            collector.history_at.setdefault(channel_id, set()).update(times)
     edited: deque[tuple[str, Any, Any]] = deque()
 
     def finish_edited(keep: int) -> None:
@@ -147,7 +162,9 @@ def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]]) -> 
 
 def _add_partition(db: Database, team_id: str, collector: _Collector, edited: deque, channel_id: str,
                    future: Any) -> None:
-    for row in future.result():
+    rows = future.result()
+    for row in rows:
+        collector.stats["slack_messages"] = collector.stats.get("slack_messages", 0) + 1
         if collector.needs_edits(row):  # its events wait for its versions
             edited.append((channel_id, row, messages.start_version_times(db, team_id, channel_id, row.ts)))
         else:

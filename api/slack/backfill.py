@@ -321,7 +321,7 @@ class Backfill:
                     gone.append((reply.ts, thread_ts))
         for ts, thread_ts in gone:
             writes.extend(messages.deleted_seen_writes(team, channel_id, ts, at=max(observed, ts),
-                                                       thread_ts=thread_ts))
+                                                       thread_ts=thread_ts, db=db))
         result.deleted_seen += len(gone)
         for ts, hm in seen.items():
             row = stored.get(ts)
@@ -329,7 +329,7 @@ class Backfill:
                 continue
             removed = set(row.reactions) - hm.reactions
             if removed:
-                writes.append(messages.reactions_write(team, channel_id, ts, removed, at=observed, added=False))
+                writes.append(messages.reactions_write(team, channel_id, ts, removed, at=observed, added=False, db=db))
                 result.reactions_removed += len(removed)
         return writes
 

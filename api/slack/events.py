@@ -18,7 +18,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from api.config import Settings
 from api.db import Database
-from api.slack import channels, ingest, users
+from api.slack import channels, ingest, installations, users
 from api.slack.payloads import (
     CHANNEL_POLICY_EVENTS,
     BadEvent,
@@ -126,6 +126,8 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
         _log_unknown_once(db, f"envelope:{envelope.type}")
         return "ignored: envelope type"
     event, team = envelope.event, envelope.team_id
+    if isinstance(event, Unhandled) and event.type in installations.LIFECYCLE_EVENTS:
+        return installations.handle_event(db, envelope.raw)  # app_uninstalled / tokens_revoked: tokens off
     if isinstance(event, Unhandled):
         _log_unknown_once(db, event.type)
         return "ignored: event type"

@@ -31,7 +31,7 @@ import structlog
 
 from api.clock import Clock
 from api.db import Database
-from api.slack import file_queue, messages
+from api.slack import file_queue, installations, messages
 from api.slack.file_queue import PendingFile
 from api.slack.settings import DEFAULT_FILE_HOSTS, SlackSettings, file_host_refusal
 from api.slack.timeutil import us_to_ts
@@ -279,10 +279,11 @@ class FileWorker:
             setattr(stats, field, getattr(stats, field) + 1)
 
     def _process(self, file: PendingFile, stats: Stats) -> None:
-        token = self.settings.token_for(file.team_id)
         try:
-            if not token:
-                raise FetchError(f"no bot token configured for workspace {file.team_id}", transient=False)
+            try:  # the installed (rotated) token, else the environment's; none once the app is uninstalled
+                token = installations.bot_token(self.db, file.team_id, env=self.settings)
+            except installations.NoToken as exc:
+                raise FetchError(str(exc), transient=exc.transient) from None
             data, ctype = download(file.url_private, token, timeout=self.settings.download_timeout,
                                    max_bytes=self.settings.max_file_bytes, session=self._http(),
                                    file_hosts=self.settings.file_hosts)

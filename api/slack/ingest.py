@@ -24,8 +24,9 @@ from api.slack.payloads import HistoryMessage
 POST_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"})
 
 
-# (user, when, channel, message ts): someone acted, or was acted upon, on a message (activity days).
-Acted = tuple[str | None, int, str, int]
+# (user, when, channel, message ts): someone acted, or was acted upon, on a message (activity days); a reaction
+# history showed adds the time it is written at, and `when` is its message's ts (api/slack/activity_index.py).
+Acted = tuple[str | None, int, str, int] | tuple[str | None, int, str, int, int]
 Write = tuple[Statement, Params]
 
 # Per message whose rows are being written: its activity index rows and dirty marks, search day listings and
@@ -49,22 +50,22 @@ def _pending(db: Database) -> Cache:
 
 def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
                  versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None,
-                 acted: Iterable[Acted] = (), live: bool = True) -> list[Write]:
+                 acted: Iterable[Acted] = (), live: bool = True, reacted: bool = False) -> list[Write]:
     """Every row one message event writes: message row, day listing, thread index, text versions, one work
-    queue item per file to fetch, the search postings of its text, and the author's activity (index row and
-    dirty mark; `acted` adds others'). Bulk loaders send many of these through one `execute_many`, then call
-    `note_stored`."""
+    queue item per file to fetch, the search postings of its text and has:/is: flags (`reacted`: history shows
+    reactions on it), and the author's activity (index row and dirty mark; `acted` adds others'). Bulk loaders
+    send many of these through one `execute_many`, then call `note_stored`."""
     author = {(msg.user, msg.ts, msg.channel_id, msg.ts), (msg.user, write_ts, msg.channel_id, msg.ts)}
     acted = list(acted)
     activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live)
     # Everyone the message shows is seen no later than it: its author at its ts, others when they acted.
-    seen = [(user, at) for user, at, _c, _t in [(msg.user, msg.ts, "", 0), *acted] if is_slack_id(user)]
+    seen = [(user, written[0] if written else at) for user, at, _c, _t, *written in [(msg.user, msg.ts, "", 0), *acted]
+            if is_slack_id(user)]
     seen_rows = users.first_seen_writes(db, msg.team_id, seen)
-    postings, listed = search_index.posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user,
-                                                   msg.searchable_text())
+    postings, listed = search_index.message_posting_writes(db, msg, reacted=reacted)
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
-                                 original=original, raw=raw),
+                                 original=original, raw=raw, live=live),
         *file_queue.enqueue_writes(msg.team_id, msg.channel_id, msg.ts, msg.files or (), clock=db.clock),
         *_first_post(db, msg),
         *seen_rows,
@@ -90,10 +91,10 @@ def activity_writes(db: Database, team_id: str, acted: Iterable[Acted], *, live:
     leaving out those this process already wrote; and the keys to pass to `note_activity` once written."""
     acted = [a for a in dict.fromkeys(acted) if a[0] is not None]
     index, index_keys = activity_index.touch_writes(
-        db, (activity_index.touch(team_id, user, at, channel_id, ts) for user, at, channel_id, ts in acted))
+        db, (activity_index.touch(team_id, *a) for a in acted))
     archive = dirty.archive_name("slack", team_id)
     mark_of = dirty.live if live else dirty.whole_day
-    marks, mark_keys = dirty.mark_writes(db, (mark_of(archive, user, at) for user, at, _c, _t in acted))
+    marks, mark_keys = dirty.mark_writes(db, (mark_of(archive, a[0], a[1]) for a in acted))
     return index + marks, (index_keys, mark_keys)
 
 
@@ -136,18 +137,21 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     msg = hm.message
     if hm.tombstone:
         return [*messages.tombstone_writes(db, msg),
-                *messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts))]
+                *messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts),
+                                               db=db)]
     edited = hm.edited_ts
     reacted_at = max(observed_at, edited or msg.ts)
     reactors = {user for _emoji, user in hm.reactions or ()}
-    acted = [(user, reacted_at, msg.channel_id, msg.ts) for user in reactors]
+    # Indexed and marked at the message's own day (its reactions' time is unknown), tagged with `reacted_at`.
+    acted: list[Acted] = [(user, msg.ts, msg.channel_id, msg.ts, reacted_at) for user in reactors]
     if reactors:
-        acted.append((msg.user, reacted_at, msg.channel_id, msg.ts))
+        acted.append((msg.user, msg.ts, msg.channel_id, msg.ts, reacted_at))
     rows = message_rows(db, msg, write_ts=edited or msg.ts, edited_ts=edited,
                         versions=((edited, msg.text),) if edited is not None and msg.text is not None else (),
-                        original=edited is None, acted=acted, live=False)
+                        original=edited is None, acted=acted, live=False, reacted=bool(hm.reactions))
     if hm.reactions:
-        rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions, at=reacted_at))
+        rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions, at=reacted_at,
+                                             db=db))
     return rows
 
 
@@ -168,7 +172,7 @@ def delete_message(db: Database, team_id: str, channel_id: str, ts: int, *, at: 
                    author: str | None) -> None:
     """message_deleted: the deleted flag (and the reply's removal from its head), and the author's activity."""
     activity, keys = activity_writes(db, team_id, [(author, at, channel_id, ts)])
-    db.execute_many(messages.mark_deleted_writes(team_id, channel_id, ts, deleted_at=at, thread_ts=thread_ts)
+    db.execute_many(messages.mark_deleted_writes(team_id, channel_id, ts, deleted_at=at, thread_ts=thread_ts, db=db)
                     + activity)
     note_activity(db, keys)
 
@@ -178,9 +182,12 @@ def react(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user
     """reaction_added / reaction_removed: one element of the message's reactions set at the event's time, and the
     activity of the reactor and of the message's author."""
     activity, keys = activity_writes(db, team_id, [(user, at, channel_id, ts), (author, at, channel_id, ts)])
-    db.execute_many([messages.reactions_write(team_id, channel_id, ts, [(emoji, user)], at=at, added=added)]
-                    + activity)
+    # has:reaction (a removal writes nothing: confirmation checks the reactions the row holds now)
+    postings, listed = search_index.reaction_posting_writes(db, team_id, channel_id, ts) if added else ([], [])
+    db.execute_many([messages.reactions_write(team_id, channel_id, ts, [(emoji, user)], at=at, added=added, db=db)]
+                    + activity + postings)
     note_activity(db, keys)
+    search_index.note_indexed(db, listed)
 
 
 def update_channel(db: Database, team_id: str, channel_id: str, at: int, *, name: str | None = None,

@@ -13,21 +13,22 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cassandra import ConsistencyLevel
 
 from api.caches import Cache
 from api.db import Database, Params, Statement, without_none
+from api.errors import CASSANDRA_UNAVAILABLE
 from api.slack import mrkdwn
-from api.slack.codec import compress_json, decode_json, encode_json
+from api.slack.codec import compress_json, decode_json, decompress_json, encode_json
 from api.slack.content import with_content_text
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
 
-TABLES = frozenset({"slack_messages", "slack_channel_days", "slack_thread_replies", "slack_message_versions"})
+TABLES = frozenset({"slack_messages", "slack_channel_days", "slack_thread_replies", "slack_message_versions",
+                    "slack_message_raw"})
 
 Write = tuple[Statement, Params]
 
@@ -42,7 +43,7 @@ _COLUMNS = f"team_id, original_text, {_PAGE_COLUMNS}"
 UPSERT_MESSAGE = Statement(
     "UPDATE slack_messages USING TIMESTAMP :wt SET msg_ts = :msg_ts, user_id = :user_id, text = :text, "
     "subtype = :subtype, bot_id = :bot_id, username = :username, thread_ts = :thread_ts, files = :files, "
-    "edited_ts = :edited_ts, original_text = :original_text, raw = :raw, word_count = :word_count, "
+    "edited_ts = :edited_ts, original_text = :original_text, word_count = :word_count, "
     "mentions = :mentions, parent_user_id = :parent_user_id, content = :content "
     "WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
     name="UPSERT slack_messages")
@@ -82,11 +83,38 @@ INSERT_VERSION = Statement(
     "INSERT INTO slack_message_versions (team_id, channel_id, ts, version_ts, text) VALUES (?, ?, ?, ?, ?) "
     "USING TIMESTAMP ?")
 
+# A day's listing row says where its messages are (docs/slack-messages.md, "Partition sizes"): without
+# split_us, all in the day's partition; with it, those from split_us on in the hour buckets `buckets` lists.
 SELECT_DAYS_DESC = Statement(
-    "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? LIMIT ?")
+    "SELECT day, split_us, buckets FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? "
+    "AND day >= ? LIMIT ?")
 SELECT_DAYS_ASC = Statement(
-    "SELECT day FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? AND day >= ? "
-    "ORDER BY day ASC LIMIT ?")
+    "SELECT day, split_us, buckets FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day <= ? "
+    "AND day >= ? ORDER BY day ASC LIMIT ?")
+SELECT_DAY_STATES = Statement(
+    "SELECT day, split_us, buckets FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day IN ?",
+    name="SELECT slack_channel_days (states)")
+# What a writer routes by: read at LOCAL_QUORUM, so that a split decided (LWT, QUORUM commit) is seen.
+SELECT_DAY_STATE = Statement(
+    "SELECT split_us, buckets FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="SELECT slack_channel_days (state)", consistency=ConsistencyLevel.LOCAL_QUORUM)
+# The one decision of a hot day: first writer wins, every other one reads the winner's value back.
+SPLIT_DAY = Statement(
+    "UPDATE slack_channel_days SET split_us = ? WHERE team_id = ? AND channel_id = ? AND day = ? "
+    "IF split_us = null", name="SPLIT slack_channel_days")
+LIST_BUCKET = Statement(
+    "UPDATE slack_channel_days SET buckets = buckets + ? WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="BUCKET+ slack_channel_days")
+# The newest ts of a day's own partition (clustering DESC: one row): a split starts after it.
+SELECT_NEWEST_TS = Statement(
+    "SELECT ts FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ? LIMIT 1",
+    name="SELECT slack_messages (newest ts)", consistency=ConsistencyLevel.LOCAL_QUORUM)
+# The raw event of a message (CHRONICLE_SLACK_KEEP_RAW), out of the timeline row: written at the event's time
+# (the newest event of the message wins, as the column did), read by ts only.
+INSERT_RAW = Statement(
+    "INSERT INTO slack_message_raw (team_id, channel_id, hour, ts, raw) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?")
+SELECT_RAW = Statement(
+    "SELECT raw FROM slack_message_raw WHERE team_id = ? AND channel_id = ? AND hour = ? AND ts = ?")
 # A timeline page over a group of a channel's days (and its earlier ids): one statement, merged in ts order by
 # the coordinator. Cassandra pages no query with both IN on the partition key and ORDER BY: LIMIT bounds it.
 SELECT_GROUP_DESC = Statement(
@@ -305,48 +333,192 @@ def _grouped(reactions: Iterable[tuple[str, str]]) -> tuple[tuple[str, tuple[str
     return tuple((emoji, tuple(users)) for emoji, users in by_emoji.items())
 
 
-def _key(team_id: str, channel_id: str, ts: int) -> dict[str, Any]:
-    return {"team_id": team_id, "channel_id": channel_id, "day": day_of(ts), "ts": ts}
+# -- where a message's row is (docs/slack-messages.md, "Partition sizes") ----------------------------------
+
+US_PER_HOUR = 3_600 * 1_000_000
+# Partition key `day` of an hour bucket: day + (hour + 1) * 2^22. Messages end before the year 10000 (day
+# 2,932,896 < 2^22), so a bucket never collides with a day, and the largest key (hour 23) stays an int.
+BUCKET_BASE = 1 << 22
+# A live split starts at least this long after it is decided: a writer's "not split" may be this old (it is
+# read again after that), so no writer can still put a message at or after the split into the day's partition.
+SPLIT_MARGIN_US = 5 * 60 * 1_000_000
+_STATES = "slack.channel_day_states"  # (team, channel, day) -> (split_us | None, read at µs)
+_COUNTS = "slack.channel_day_counts"  # (team, channel, day) -> [rows routed to the day, newest ts, next check]
+_KNOWN_BUCKETS = "slack.channel_day_buckets_written"
+_STATES_MAX = 40_000
+
+
+def bucket_part(day: int, hour: int) -> int:
+    return day + (hour + 1) * BUCKET_BASE
+
+
+def part_of(day: int, split_us: int | None, ts: int) -> int:
+    """The slack_messages partition (`day` column) of message ts of `day`, given the day's split."""
+    if split_us is None or ts < split_us:
+        return day
+    return bucket_part(day, (ts - day * US_PER_DAY) // US_PER_HOUR)
+
+
+def day_parts(day: int, split_us: int | None, buckets: Iterable[int] | None, *, lower: int = -1,
+              upper: int = 2**63 - 1) -> list[int]:
+    """The partitions of a listed day holding ts in (lower, upper), oldest first: the day's own (everything
+    before the split) and the listed hour buckets. Their ts ranges do not overlap."""
+    start = day * US_PER_DAY
+    parts = []
+    own_end = split_us if split_us is not None else start + US_PER_DAY  # the day's own partition: [start, own_end)
+    if own_end > start and lower < own_end - 1 and upper > start:
+        parts.append(day)
+    if split_us is not None:
+        for hour in sorted(buckets or ()):
+            lo = start + hour * US_PER_HOUR
+            # A bucket before the split holds nothing of the day (listed by a split that lost the LWT race).
+            if lo >= split_us and lower < lo + US_PER_HOUR - 1 and upper > lo:
+                parts.append(bucket_part(day, hour))
+    return parts
+
+
+def _now_us(db: Database) -> int:
+    return int(db.clock.time() * 1_000_000)
+
+
+def _split_of(db: Database, team_id: str, channel_id: str, day: int, ts: int) -> int | None:
+    """The day's split as a writer routes by: decided splits never change (kept); "not split" is read again once
+    it is SPLIT_MARGIN_US old, or for a ts that far past the read (see `_decide_split`)."""
+    states = db.caches.lru(_STATES, maxsize=_STATES_MAX)
+    key = (team_id, channel_id, day)
+    now = _now_us(db)
+    entry = states.get(key)
+    if entry is not None and (entry[0] is not None or max(now, ts) < entry[1] + SPLIT_MARGIN_US):
+        return entry[0]
+    row = db.execute(SELECT_DAY_STATE, key).one()
+    split = row.split_us if row is not None else None
+    states.set(key, (split, now))
+    return split
+
+
+def _route(db: Database, team_id: str, channel_id: str, ts: int) -> int:
+    day = day_of(ts)
+    return part_of(day, _split_of(db, team_id, channel_id, day, ts), ts)
+
+
+def _key(db: Database, team_id: str, channel_id: str, ts: int) -> dict[str, Any]:
+    return {"team_id": team_id, "channel_id": channel_id, "day": _route(db, team_id, channel_id, ts), "ts": ts}
+
+
+def _hot_threshold(db: Database) -> int:
+    return db.settings.slack.hot_day_messages
+
+
+def _count_and_split(db: Database, msg: NewMessage, *, live: bool) -> int:
+    """Route a new message's row, counting what this process puts in a day's own partition; past the hot
+    threshold the day is split (`_decide_split`). Returns the partition."""
+    day = day_of(msg.ts)
+    split = _split_of(db, msg.team_id, msg.channel_id, day, msg.ts)
+    part = part_of(day, split, msg.ts)
+    if split is not None or part != day:
+        return part
+    threshold = _hot_threshold(db)
+    counts = db.caches.lru(_COUNTS, maxsize=_STATES_MAX)
+    entry = counts.setdefault((msg.team_id, msg.channel_id, day), lambda: [0, 0, threshold])
+    entry[0] += 1
+    entry[1] = max(entry[1], msg.ts)
+    if entry[0] >= entry[2]:
+        entry[2] = entry[0] + max(threshold // 10, 1)  # a day that cannot split yet is tried again later
+        # Below a split decided here (it starts after the newest routed ts); another writer's may be lower.
+        return part_of(day, _decide_split(db, msg.team_id, msg.channel_id, day, routed_max=entry[1], live=live),
+                       msg.ts)
+    return part
+
+
+def _decide_split(db: Database, team_id: str, channel_id: str, day: int, *, routed_max: int, live: bool
+                  ) -> int | None:
+    """Split a hot day at the first hour boundary after every ts already in (or on its way to) its own
+    partition, and, for live writes (or a day that is not over), at least SPLIT_MARGIN_US from now: every other
+    writer's "not split" is younger than that, so it never routes a message at or after the split to the day's
+    partition. History writes (import, backfill) may split a past day earlier; docs/slack-messages.md names the
+    race that leaves.
+    The lightweight transaction makes the first decision the only one."""
+    start = day * US_PER_DAY
+    newest = db.execute(SELECT_NEWEST_TS, (team_id, channel_id, day)).one()
+    after = max(routed_max, newest.ts if newest is not None else 0) + 1
+    now = _now_us(db)
+    margin = live or start + US_PER_DAY + SPLIT_MARGIN_US > now  # a day live events may still be written to
+    if margin:
+        after = max(after, now + SPLIT_MARGIN_US)
+    split = start + -(-(after - start) // US_PER_HOUR) * US_PER_HOUR  # the next hour boundary (or `after`)
+    if split >= start + US_PER_DAY:
+        return None
+    try:
+        row = db.execute(SPLIT_DAY, (split, team_id, channel_id, day)).one()
+    except CASSANDRA_UNAVAILABLE:
+        if not margin:
+            raise  # a past day's split may have been applied, below what this writer routes: its write fails
+        # Applied or not, a split at least the margin ahead is safe to learn later: read again on the next write.
+        db.caches.lru(_STATES, maxsize=_STATES_MAX).pop((team_id, channel_id, day))
+        return None
+    decided = split if row[0] else row.split_us
+    if decided is not None:
+        db.caches.lru(_STATES, maxsize=_STATES_MAX).set((team_id, channel_id, day), (decided, _now_us(db)))
+    return decided
+
+
+def _listing_writes(db: Database, team_id: str, channel_id: str, ts: int, part: int) -> list[Write]:
+    """The day in the channel's listing, and the message's hour bucket in the day's, unless this process
+    already wrote them (both are insert-only)."""
+    day = day_of(ts)
+    writes: list[Write] = []
+    if (team_id, channel_id, day) not in _known_days(db):
+        writes.append((INSERT_DAY, (team_id, channel_id, day)))
+    if part != day:
+        hour = (part - day) // BUCKET_BASE - 1
+        if (team_id, channel_id, day, hour) not in db.caches.lru(_KNOWN_BUCKETS, maxsize=_STATES_MAX):
+            writes.append((LIST_BUCKET, ({hour}, team_id, channel_id, day)))
+    return writes
 
 
 # -- writes -----------------------------------------------------------------------------------------------
 
 def message_writes(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,
-                   versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None
-                   ) -> list[Write]:
+                   versions: Iterable[tuple[int, str]] = (), original: bool = False, raw: Any = None,
+                   live: bool = True) -> list[Write]:
     """The rows of a new message (write_ts = its ts, original=True) or of its edited form (write_ts = edit
-    time): the message row, its day in the listing, its place in the thread, the text versions.
+    time): the message row, its day (and hour bucket) in the listing, its place in the thread, the text
+    versions, the raw event in its own table. `live`: a live event (False: history, an import or a backfill),
+    which decides how a hot day is split.
 
     Each is one whole-row write, so no reader ever sees half a message. The caller sends them in one round
     (ingest.store_message) and calls `note_stored` once they are all written.
     """
-    key = _key(msg.team_id, msg.channel_id, msg.ts)
+    part = _count_and_split(db, msg, live=live)
+    key = {"team_id": msg.team_id, "channel_id": msg.channel_id, "day": part, "ts": msg.ts}
     writes: list[Write] = [(UPSERT_MESSAGE, without_none({
         **key, "wt": write_ts, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
         "original_text": msg.text if original else None,
         "subtype": msg.subtype, "bot_id": msg.bot_id, "username": msg.username, "thread_ts": msg.thread_ts,
         "files": json.dumps(msg.files, separators=(",", ":")) if msg.files else None,
-        "edited_ts": edited_ts, "raw": compress_json(raw) if raw is not None else None,
+        "edited_ts": edited_ts,
         "word_count": mrkdwn.word_count(msg.text) if msg.text is not None else None,
         "mentions": mrkdwn.mentioned_users(msg.text, msg.user) if msg.text is not None else None,
         "parent_user_id": msg.parent_user_id,
         # An edit always writes it (b"" = nothing more): the edited message replaces the content whole.
         "content": encode_json(msg.content) if msg.content else (None if original else b""),
     }))]
-    if not day_listed(db, msg):
-        writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
+    writes.extend(_listing_writes(db, msg.team_id, msg.channel_id, msg.ts, part))
+    if raw is not None:
+        writes.append((INSERT_RAW, (msg.team_id, msg.channel_id, msg.ts // US_PER_HOUR, msg.ts, compress_json(raw),
+                                    write_ts)))
     if msg.thread_ts is not None and msg.thread_ts != msg.ts:
         writes.append((INSERT_REPLY, without_none({
             "team_id": msg.team_id, "channel_id": msg.channel_id, "thread_ts": msg.thread_ts, "ts": msg.ts,
             "user_id": msg.user})))
         # At the reply's ts whatever the write is (post or edit): a delete of the reply, later, always wins.
         writes.append((ADD_REPLY_TO_HEAD, (msg.ts, msg.ts, msg.user or msg.bot_id or "", msg.team_id,
-                                           msg.channel_id, day_of(msg.thread_ts), msg.thread_ts)))
+                                           msg.channel_id, _route(db, msg.team_id, msg.channel_id, msg.thread_ts),
+                                           msg.thread_ts)))
     for version_ts, text in versions:
         writes.append((INSERT_VERSION, (msg.team_id, msg.channel_id, msg.ts, version_ts, text, version_ts)))
         if version_ts > msg.ts:  # an edit (the original version is at the message's ts)
-            writes.append((ADD_EDIT_TIME, (version_ts, {version_ts}, msg.team_id, msg.channel_id, key["day"],
-                                           msg.ts)))
+            writes.append((ADD_EDIT_TIME, (version_ts, {version_ts}, msg.team_id, msg.channel_id, part, msg.ts)))
     return writes
 
 
@@ -366,58 +538,70 @@ def day_listed(db: Database, msg: NewMessage) -> bool:
 
 
 def note_stored(db: Database, msg: NewMessage) -> None:
-    """The writes of `message_writes` all succeeded: the message's day is listed from now on."""
-    _known_days(db).set((msg.team_id, msg.channel_id, day_of(msg.ts)), None)
+    """The writes of `message_writes` all succeeded: the message's day (and hour bucket) is listed from now on."""
+    day = day_of(msg.ts)
+    _known_days(db).set((msg.team_id, msg.channel_id, day), None)
+    part = _route(db, msg.team_id, msg.channel_id, msg.ts)
+    if part != day:
+        db.caches.lru(_KNOWN_BUCKETS, maxsize=_STATES_MAX).set(
+            (msg.team_id, msg.channel_id, day, (part - day) // BUCKET_BASE - 1), None)
 
 
-def mark_deleted_writes(team_id: str, channel_id: str, ts: int, *, deleted_at: int, thread_ts: int | None = None
-                        ) -> list[Write]:
+def mark_deleted_writes(team_id: str, channel_id: str, ts: int, *, deleted_at: int, thread_ts: int | None = None,
+                        db: Database) -> list[Write]:
     """The deleted flag at the delete time; a reply (`thread_ts` known) also leaves its head's replies."""
-    writes: list[Write] = [(MARK_DELETED, {**_key(team_id, channel_id, ts), "wt": deleted_at,
+    writes: list[Write] = [(MARK_DELETED, {**_key(db, team_id, channel_id, ts), "wt": deleted_at,
                                            "deleted_ts": deleted_at})]
     if thread_ts is not None and thread_ts != ts:
-        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=deleted_at))
+        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=deleted_at, db=db))
     return writes
 
 
 def mark_deleted(db: Database, team_id: str, channel_id: str, ts: int, *, deleted_at: int,
                  thread_ts: int | None = None) -> None:
-    db.execute_many(mark_deleted_writes(team_id, channel_id, ts, deleted_at=deleted_at, thread_ts=thread_ts))
+    db.execute_many(mark_deleted_writes(team_id, channel_id, ts, deleted_at=deleted_at, thread_ts=thread_ts, db=db))
 
 
-def reply_removed_write(team_id: str, channel_id: str, thread_ts: int, ts: int, *, at: int) -> Write:
-    return (REMOVE_REPLY_FROM_HEAD, (ts, at, team_id, channel_id, day_of(thread_ts), thread_ts))
+def reply_removed_write(team_id: str, channel_id: str, thread_ts: int, ts: int, *, at: int, db: Database) -> Write:
+    return (REMOVE_REPLY_FROM_HEAD, (ts, at, team_id, channel_id, _route(db, team_id, channel_id, thread_ts),
+                                     thread_ts))
 
 
 def reactions_write(team_id: str, channel_id: str, ts: int, elements: Iterable[tuple[str, str]], *, at: int,
-                    added: bool = True) -> Write:
+                    added: bool = True, db: Database) -> Write:
     """(emoji, user) elements added (or removed) at one time: a reaction event, or what history observed at
     `at`."""
     return (ADD_REACTION if added else REMOVE_REACTION,
-            {**_key(team_id, channel_id, ts), "wt": at, "r": set(elements)})
+            {**_key(db, team_id, channel_id, ts), "wt": at, "r": set(elements)})
 
 
 def tombstone_writes(db: Database, msg: NewMessage) -> list[Write]:
     """A tombstone as history shows it (a deleted thread head kept for its replies): the placeholder's row,
     written 1 µs before the message's ts so that the message itself, when archived, always wins every cell;
     and its day listed. The caller marks it deleted (`deleted_seen_writes`)."""
-    key = _key(msg.team_id, msg.channel_id, msg.ts)
+    part = _route(db, msg.team_id, msg.channel_id, msg.ts)
+    key = {"team_id": msg.team_id, "channel_id": msg.channel_id, "day": part, "ts": msg.ts}
     writes: list[Write] = [(UPSERT_MESSAGE, without_none({
         **key, "wt": msg.ts - 1, "msg_ts": msg.msg_ts, "user_id": msg.user, "text": msg.text,
         "subtype": msg.subtype, "thread_ts": msg.thread_ts,
         "content": encode_json(msg.content) if msg.content else None}))]
-    if not day_listed(db, msg):
-        writes.append((INSERT_DAY, (msg.team_id, msg.channel_id, key["day"])))
+    writes.extend(_listing_writes(db, msg.team_id, msg.channel_id, msg.ts, part))
     return writes
 
 
-def deleted_seen_writes(team_id: str, channel_id: str, ts: int, *, at: int, thread_ts: int | None = None
-                        ) -> list[Write]:
+def deleted_seen_writes(team_id: str, channel_id: str, ts: int, *, at: int, thread_ts: int | None = None,
+                        db: Database) -> list[Write]:
     """History found the message gone (or a tombstone): the flag, and a reply leaves its head's replies."""
-    writes = [(MARK_DELETED_SEEN, (at, team_id, channel_id, day_of(ts), ts))]
+    writes = [(MARK_DELETED_SEEN, (at, team_id, channel_id, _route(db, team_id, channel_id, ts), ts))]
     if thread_ts is not None and thread_ts != ts:
-        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=at))
+        writes.append(reply_removed_write(team_id, channel_id, thread_ts, ts, at=at, db=db))
     return writes
+
+
+def raw_event(db: Database, team_id: str, channel_id: str, ts: int) -> Any | None:
+    """The kept raw event of message ts (the newest event of it), decoded; None when none was kept."""
+    row = db.execute(SELECT_RAW, (team_id, channel_id, ts // US_PER_HOUR, ts)).one()
+    return decompress_json(row.raw) if row is not None and row.raw else None
 
 
 # -- the file worker's outcome on the message ----------------------------------------------------------------
@@ -430,7 +614,7 @@ def file_finished(db: Database, team_id: str, channel_id: str, ts: int, file_id:
 
 def files_finished(db: Database, files: list[tuple[str, str, int, str]]) -> list[bool]:
     """`file_finished` for many (team, channel, ts, file_id) at once: one concurrent round of reads."""
-    futures = [db.execute_async(SELECT_FILES_STORED, (team, channel, day_of(ts), ts))
+    futures = [db.execute_async(SELECT_FILES_STORED, (team, channel, _route(db, team, channel, ts), ts))
                for team, channel, ts, _ in files]
     out = []
     for (_, _, _, file_id), future in zip(files, futures, strict=True):
@@ -440,19 +624,58 @@ def files_finished(db: Database, files: list[tuple[str, str, int, str]]) -> list
 
 
 def record_file_stored(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, uri: str) -> None:
-    db.execute(RECORD_FILE_STORED, (file_id, uri, team_id, channel_id, day_of(ts), ts))
+    db.execute(RECORD_FILE_STORED, (file_id, uri, team_id, channel_id, _route(db, team_id, channel_id, ts), ts))
 
 
 def record_file_failed(db: Database, team_id: str, channel_id: str, ts: int, file_id: str, error: str) -> None:
-    db.execute(RECORD_FILE_FAILED, (file_id, error, team_id, channel_id, day_of(ts), ts))
+    db.execute(RECORD_FILE_FAILED, (file_id, error, team_id, channel_id, _route(db, team_id, channel_id, ts), ts))
 
 
 # -- reads ------------------------------------------------------------------------------------------------
+# A reader takes a day's split from its listing row as it is now (never from a cache: a day may turn hot, a
+# bucket may be listed, any moment); a day's own partition is read at once, alongside its listing row, since
+# every day that is not split from its first hour has one.
+
+def _states(db: Database, team_id: str, channel_id: str, days: Iterable[int]) -> Any:
+    """Start reading the listing rows (split, buckets) of some days of a channel (a future)."""
+    return db.execute_async(SELECT_DAY_STATES, (team_id, channel_id, sorted(set(days))))
+
+
+def _parts_by_day(result: Any) -> dict[int, tuple[int | None, Any]]:
+    return {r.day: (r.split_us, r.buckets) for r in result}
+
+
+def _parts(states: dict[int, tuple[int | None, Any]], day: int, **bounds: int) -> list[int]:
+    split, buckets = states.get(day, (None, None))
+    return day_parts(day, split, buckets, **bounds)
+
+
+class _DayRows:
+    """The rows of one channel-day over its partitions, as a future (`result()`: a list, partitions oldest
+    first). The day's own partition and its listing row are read at once; its hour buckets, if any, after."""
+
+    def __init__(self, db: Database, team_id: str, channel_id: str, day: int,
+                 read: Callable[[int], tuple[Statement, Params]], **bounds: int) -> None:
+        self.db, self.day, self.read, self.bounds = db, day, read, bounds
+        self.state = _states(db, team_id, channel_id, [day])
+        self.own = db.execute_async(*read(day))
+
+    def result(self) -> list[Any]:
+        parts = _parts(_parts_by_day(self.state.result()), self.day, **self.bounds)
+        buckets = [self.db.execute_async(*self.read(p)) for p in parts if p != self.day]
+        rows = list(self.own.result()) if self.day in parts else []
+        for future in buckets:
+            rows.extend(future.result())
+        return rows
+
 
 def _row(db: Database, team_id: str, channels: list[str], ts: int) -> Any | None:
     """The row of message `ts` in the first channel of the id chain that has it (new id, then older ids)."""
+    day = day_of(ts)
     for channel_id in channels:
-        row = db.execute(SELECT_ONE, (team_id, channel_id, day_of(ts), ts)).one()
+        rows = _DayRows(db, team_id, channel_id, day, lambda p, c=channel_id: (SELECT_ONE, (team_id, c, p, ts)),
+                        lower=ts - 1, upper=ts + 1).result()
+        row = rows[0] if rows else None
         if row is not None and row.msg_ts is not None:
             return row
     return None
@@ -487,17 +710,18 @@ def find_with_history(db: Database, team_id: str, channels: list[str], ts: int, 
 
 def stored_between(db: Database, team_id: str, channel_id: str, lower: int, upper: int) -> list[Any]:
     """Stored rows (ts, msg_ts, thread_ts, deleted, reactions) with lower <= ts < upper, over the listed days
-    of that range (one partition read per day, concurrently). History bounds the range (its refetch window)."""
-    days: list[int] = []
+    of that range (one partition read per day and hour bucket, concurrently). History bounds the range (its
+    refetch window)."""
+    listed: list[Any] = []
     hi = day_of(max(upper - 1, 0))
     while True:
-        listed = [r.day for r in db.execute(SELECT_DAYS_DESC, (team_id, channel_id, hi, day_of(lower),
-                                                                _DAYS_PER_REQUEST))]
-        days.extend(listed)
-        if len(listed) < _DAYS_PER_REQUEST:
+        page = list(db.execute(SELECT_DAYS_DESC, (team_id, channel_id, hi, day_of(lower), _DAYS_PER_REQUEST)))
+        listed.extend(page)
+        if len(page) < _DAYS_PER_REQUEST:
             break
-        hi = listed[-1] - 1
-    futures = [db.execute_async(SELECT_STORED_RANGE, (team_id, channel_id, day, lower, upper)) for day in days]
+        hi = page[-1].day - 1
+    futures = [db.execute_async(SELECT_STORED_RANGE, (team_id, channel_id, part, lower, upper))
+               for r in listed for part in day_parts(r.day, r.split_us, r.buckets, lower=lower - 1, upper=upper)]
     return [row for f in futures for row in f.result()]
 
 
@@ -519,52 +743,79 @@ def all_days(db: Database, team_id: str, channel_id: str, *, first_day: int = 0,
         lo = listed[-1] + 1
 
 
+# Partitions named in one `day IN` read (a report's or an export's days, with their hour buckets).
+_PARTS_PER_READ = 64
+
+
+def _chunks(parts: list[int]) -> list[list[int]]:
+    return [parts[i:i + _PARTS_PER_READ] for i in range(0, len(parts), _PARTS_PER_READ)]
+
+
+def _days_parts(db: Database, team_id: str, channel_id: str, days: list[int]) -> list[int]:
+    states = _parts_by_day(_states(db, team_id, channel_id, days).result())
+    return [p for day in sorted(set(days)) for p in _parts(states, day)]
+
+
 def report_rows(db: Database, team_id: str, channel_days: Iterable[tuple[str, list[int]]], *,
                 in_flight: int = 32) -> Iterable[tuple[str, Any]]:
     """(channel_id, row) for every row of the given channels' listed days (a report's bounded set: at most 62
-    days a channel), one `day IN` request per channel, `in_flight` channels at a time; rows of one channel come
-    together, channels in the order given."""
-    pending: collections.deque[tuple[str, Any]] = collections.deque()
+    days a channel), one `day IN` request per channel (per 64 partitions of a channel with hour buckets),
+    `in_flight` channels at a time; rows of one channel come together, channels in the order given."""
+    pending: collections.deque[tuple[str, list[Any]]] = collections.deque()
     source = iter(channel_days)
+    states: collections.deque[tuple[str, list[int], Any]] = collections.deque()
 
-    def start(channel_id: str, days: list[int]) -> None:
-        pending.append((channel_id, db.execute_async(SELECT_REPORT_DAYS, (team_id, channel_id, days))))
+    def start() -> None:
+        # Listing rows are read one channel ahead of the rows, so both stay in flight.
+        while len(states) < 2:
+            nxt = next(source, None)
+            if nxt is None:
+                break
+            states.append((nxt[0], nxt[1], _states(db, team_id, nxt[0], nxt[1])))
+        if states:
+            channel_id, days, future = states.popleft()
+            by_day = _parts_by_day(future.result())
+            parts = [p for day in sorted(set(days)) for p in _parts(by_day, day)]
+            pending.append((channel_id, [db.execute_async(SELECT_REPORT_DAYS, (team_id, channel_id, chunk))
+                                         for chunk in _chunks(parts)]))
 
-    for channel_id, days in itertools.islice(source, in_flight):
-        start(channel_id, days)
+    for _ in range(in_flight):
+        start()
     while pending:
-        channel_id, future = pending.popleft()
-        result = future.result()
-        nxt = next(source, None)
-        if nxt is not None:
-            start(*nxt)
-        for row in result.current_rows:
-            yield channel_id, row
-        while result.has_more_pages:  # more than 5,000 rows in the channel's days
-            result.fetch_next_page()
+        channel_id, futures = pending.popleft()
+        results = [f.result() for f in futures]
+        start()
+        for result in results:
             for row in result.current_rows:
                 yield channel_id, row
+            while result.has_more_pages:  # more than 5,000 rows in the channel's days
+                result.fetch_next_page()
+                for row in result.current_rows:
+                    yield channel_id, row
 
 
 def analytics_writes(db: Database, team_id: str, channel_id: str, day: int) -> list[Write]:
     """The analytics a channel-day's rows lack (word count, mentions; a reply on its head's replies), computed
     from the stored text at the text's write time: running it again, or after new edits, changes nothing."""
     writes: list[Write] = []
-    for r in db.execute(SELECT_TEXT_DAY, (team_id, channel_id, day)):
-        if r.msg_ts is None:
-            continue
-        if r.text is not None and r.word_count is None:
-            writes.append((SET_ANALYTICS, (r.text_written, mrkdwn.word_count(r.text),
-                                           mrkdwn.mentioned_users(r.text, r.user_id), team_id, channel_id, day, r.ts)))
-        if r.thread_ts is not None and r.thread_ts != r.ts and not r.deleted:
-            writes.append((ADD_REPLY_TO_HEAD, (r.ts, r.ts, r.user_id or r.bot_id or "", team_id, channel_id,
-                                               day_of(r.thread_ts), r.thread_ts)))
+    for part in _days_parts(db, team_id, channel_id, [day]):
+        for r in db.execute(SELECT_TEXT_DAY, (team_id, channel_id, part)):
+            if r.msg_ts is None:
+                continue
+            if r.text is not None and r.word_count is None:
+                writes.append((SET_ANALYTICS, (r.text_written, mrkdwn.word_count(r.text),
+                                               mrkdwn.mentioned_users(r.text, r.user_id), team_id, channel_id,
+                                               part, r.ts)))
+            if r.thread_ts is not None and r.thread_ts != r.ts and not r.deleted:
+                writes.append((ADD_REPLY_TO_HEAD, (r.ts, r.ts, r.user_id or r.bot_id or "", team_id, channel_id,
+                                                   _route(db, team_id, channel_id, r.thread_ts), r.thread_ts)))
     return writes
 
 
 def texts_of_day(db: Database, team_id: str, channel_id: str, day: int) -> list[Any]:
     """(ts, msg_ts, user_id, text, ...) of every row of one channel-day (indexing archived messages for search)."""
-    return list(db.execute(SELECT_TEXT_DAY, (team_id, channel_id, day)))
+    return _DayRows(db, team_id, channel_id, day,
+                    lambda p: (SELECT_TEXT_DAY, (team_id, channel_id, p))).result()
 
 
 def start_days_between(db: Database, team_id: str, channel_id: str, first_day: int, last_day: int) -> Any:
@@ -572,16 +823,27 @@ def start_days_between(db: Database, team_id: str, channel_id: str, first_day: i
     return db.execute_async(SELECT_DAYS_ASC, (team_id, channel_id, last_day, first_day, last_day - first_day + 1))
 
 
+class _Joined:
+    """Several reads started together, as one future: `result()` is their rows, one read after the other."""
+
+    def __init__(self, futures: list[Any]) -> None:
+        self.futures = futures
+
+    def result(self) -> list[Any]:
+        return [row for f in self.futures for row in f.result()]
+
+
 def start_days_read(db: Database, team_id: str, channel_id: str, days: list[int]) -> Any:
     """Start reading whole days of a channel (a future; rows in no particular order: the caller sorts)."""
-    return db.execute_async(SELECT_DAYS_IN, (team_id, channel_id, days))
+    return _Joined([db.execute_async(SELECT_DAYS_IN, (team_id, channel_id, chunk))
+                    for chunk in _chunks(_days_parts(db, team_id, channel_id, days))])
 
 
 # Bounds on one timeline request: days listed per channel id, rows read in all. A page stops early (with a
 # cursor) rather than reading without bound through days full of deleted messages.
 _DAYS_PER_REQUEST = 64
 _ROW_BUDGET = 2000
-_FIRST_GROUP, _LAST_GROUP = 4, 32  # days per read of a timeline page: the first read's, and at most
+_FIRST_GROUP, _LAST_GROUP = 4, 32  # partitions per read of a timeline page: the first read's, and at most
 _MAX_ROWS_PER_READ = 500
 MIN_US, MAX_US = 0, 2**62
 
@@ -594,13 +856,31 @@ def start_day_listing(db: Database, team_id: str, channel_id: str, *, upper: int
                                    _DAYS_PER_REQUEST))
 
 
+def _units(listed: dict[int, dict[str, Any]], lower: int, upper: int) -> list[tuple[int, int, list[int], list[str]]]:
+    """What a timeline reads, oldest first: (day, position, partitions, channel ids). A day split the same way
+    under every id of the chain gives one unit per partition (their ts ranges are disjoint, so reading units in
+    order reads messages in order); a day split differently under two ids is one unit (read together, merged by
+    the coordinator)."""
+    units = []
+    for day in sorted(listed):
+        by_id = {c: day_parts(day, r.split_us, r.buckets, lower=lower, upper=upper) for c, r in listed[day].items()}
+        ids = sorted(by_id)
+        layouts = {tuple(p) for p in by_id.values()}
+        if len(layouts) == 1:
+            units.extend((day, i, [p], ids) for i, p in enumerate(layouts.pop()))
+        else:
+            units.append((day, 0, sorted({p for parts in by_id.values() for p in parts}), ids))
+    return units
+
+
 def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upper: int = MAX_US,
              lower: int = MIN_US, ascending: bool = False, include_deleted: bool = False,
              prefetched: dict[str, Any] | None = None) -> tuple[list[Message], int | None]:
     """Messages with lower < ts < upper, newest first (or oldest first), over the channel's id chain.
 
     Returns (page, next position): the exclusive ts bound of the next page, None when there is no more.
-    Reads only the days listed in slack_channel_days, never empty buckets, and at most _ROW_BUDGET rows.
+    Reads only the days listed in slack_channel_days (and of a split day only its listed hour buckets), never
+    empty buckets, and at most _ROW_BUDGET rows.
     """
     day_hi, day_lo = day_of(max(upper - 1, 0)), day_of(lower + 1)
     days_stmt = SELECT_DAYS_ASC if ascending else SELECT_DAYS_DESC
@@ -609,35 +889,37 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
     def ahead(a: int, b: int) -> bool:
         return a < b if ascending else a > b
 
-    by_day: dict[int, list[str]] = {}
+    listed: dict[int, dict[str, Any]] = {}
     horizon: int | None = None  # a truncated day listing: days past it are not known in this request
     prefetched = prefetched or {}
     for channel_id in channels:
         future = prefetched.get(channel_id)
-        result = future.result() if future is not None else db.execute(
-            days_stmt, (team_id, channel_id, day_hi, day_lo, _DAYS_PER_REQUEST))
-        listed = [r.day for r in result]
-        if len(listed) == _DAYS_PER_REQUEST and (horizon is None or ahead(listed[-1], horizon)):
-            horizon = listed[-1]
-        for day in listed:
-            by_day.setdefault(day, []).append(channel_id)
-    days = sorted(by_day, reverse=not ascending)
+        result = list(future.result() if future is not None else db.execute(
+            days_stmt, (team_id, channel_id, day_hi, day_lo, _DAYS_PER_REQUEST)))
+        if len(result) == _DAYS_PER_REQUEST and (horizon is None or ahead(result[-1].day, horizon)):
+            horizon = result[-1].day
+        for r in result:
+            listed.setdefault(r.day, {})[channel_id] = r
     if horizon is not None:
-        days = [d for d in days if not ahead(horizon, d)]
+        listed = {d: v for d, v in listed.items() if not ahead(horizon, d)}
+    units = _units(listed, lower, upper)
+    if not ascending:
+        units.reverse()
 
-    # The listed days are read in groups, each group in one statement (`day IN`, `channel_id IN`, ORDER BY ts:
-    # the coordinator merges the partitions in order and returns only what the page lacks, plus one row to
-    # know a next page exists). Groups grow 4, 8, 16, 32 days: a busy channel's page costs one read, a page
-    # over 50 quiet days a few; the row budget bounds a stretch of deleted messages.
+    # The listed partitions are read in groups, each group in one statement (`day IN`, `channel_id IN`, ORDER BY
+    # ts: the coordinator merges the partitions in order and returns only what the page lacks, plus one row to
+    # know a next page exists). Groups grow 4, 8, 16, 32 partitions: a busy channel's page costs one read, a
+    # page over 50 quiet days a few; the row budget bounds a stretch of deleted messages.
     page: list[Message] = []
     scanned = 0
     hi, lo = upper, lower
     first, size = 0, _FIRST_GROUP
-    while first < len(days):
-        group = days[first:first + size]
-        ids = sorted({c for d in group for c in by_day[d]})
+    while first < len(units):
+        group = units[first:first + size]
+        parts = sorted({p for u in group for p in u[2]})
+        ids = sorted({c for u in group for c in u[3]})
         want = min(limit + 1 - len(page), _MAX_ROWS_PER_READ)
-        rows = db.execute(group_stmt, (team_id, ids, group, hi, lo, want)).all()
+        rows = db.execute(group_stmt, (team_id, ids, parts, hi, lo, want)).all()
         scanned += len(rows)
         for row in rows:
             message = Message.from_row(row)
@@ -662,7 +944,8 @@ def timeline(db: Database, team_id: str, channels: list[str], *, limit: int, upp
 def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, limit: int, after: int,
            include_deleted: bool) -> tuple[list[Message], int | None]:
     """Replies of a thread with ts > after, oldest first: one partition read of slack_thread_replies per
-    channel id, then the message rows by primary key (one `ts IN` query per day the page spans)."""
+    channel id, then the message rows by primary key (one `ts IN` query per day, or hour bucket, the page
+    spans)."""
     reply_ts: set[tuple[int, str]] = set()
     for channel_id in channels:
         for r in db.execute(SELECT_REPLIES, (team_id, channel_id, thread_ts, after, limit + 1)):
@@ -673,7 +956,8 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
     groups: dict[tuple[str, int], list[int]] = {}
     for ts, channel_id in ordered:
         groups.setdefault((channel_id, day_of(ts)), []).append(ts)
-    futures = [db.execute_async(SELECT_SOME, (team_id, ch, day, tss)) for (ch, day), tss in groups.items()]
+    futures = [_DayRows(db, team_id, ch, day, lambda p, ch=ch, tss=tss: (SELECT_SOME, (team_id, ch, p, tss)),
+                        lower=tss[0] - 1, upper=tss[-1] + 1) for (ch, day), tss in groups.items()]
     rows = [row for f in futures for row in f.result()]
     rows.sort(key=lambda r: r.ts)
     page = [v for m in map(Message.from_row, rows) if m is not None
@@ -682,15 +966,137 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
 
 
 def start_activity_day(db: Database, team_id: str, channel_id: str, day: int) -> Any:
-    """The rows of one channel-day partition as activity needs them (SELECT_ACTIVITY)."""
-    return db.execute_async(SELECT_ACTIVITY, (team_id, channel_id, day))
+    """The rows of one channel-day (its partition and hour buckets) as activity needs them (SELECT_ACTIVITY)."""
+    return _DayRows(db, team_id, channel_id, day, lambda p: (SELECT_ACTIVITY, (team_id, channel_id, p)))
 
 
 def start_candidates(db: Database, team_id: str, channel_id: str, day: int, ts_list: list[int]) -> Any:
     """Future of the rows of some messages of one channel-day (search confirmation, reply counts)."""
-    return db.execute_async(SELECT_CANDIDATES, (team_id, channel_id, day, ts_list))
+    return _DayRows(db, team_id, channel_id, day, lambda p: (SELECT_CANDIDATES, (team_id, channel_id, p, ts_list)),
+                    lower=min(ts_list) - 1, upper=max(ts_list) + 1)
 
 
 def start_version_times(db: Database, team_id: str, channel_id: str, ts: int) -> Any:
     """When each text version of a message became current (the original at its ts, each edit at its time)."""
     return db.execute_async(SELECT_VERSION_TIMES, (team_id, channel_id, ts))
+
+
+# -- existing keyspaces: raw events out of the rows, hot days of the old layout split (cql/0190) -------------
+
+_SIMPLE = ("msg_ts", "user_id", "text", "original_text", "subtype", "bot_id", "username", "thread_ts", "edited_ts",
+           "deleted", "deleted_ts", "files", "files_fetch_failed", "word_count", "mentions", "parent_user_id",
+           "content")
+_ELEMENTS = ("files_stored", "files_fetch_error", "reactions", "replies", "edit_times")  # per element write times
+SELECT_RELAYOUT_DAYS = Statement(
+    "SELECT day, split_us, relaid_at FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day >= ? "
+    "ORDER BY day ASC LIMIT ?", name="SELECT slack_channel_days (relayout)")
+SELECT_OLD_RAW = Statement(
+    "SELECT ts, raw, writetime(raw) AS raw_written FROM slack_messages WHERE team_id = ? AND channel_id = ? "
+    "AND day = ?", name="SELECT slack_messages (old raw)")
+SELECT_WHOLE_ROWS = Statement(
+    "SELECT ts, " + ", ".join(f"{c}, writetime({c}) AS w_{c}" for c in (*_SIMPLE, *_ELEMENTS))
+    + " FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?", name="SELECT slack_messages (whole)")
+MARK_RELAID = Statement(
+    "UPDATE slack_channel_days SET relaid_at = ? WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="RELAID slack_channel_days")
+COPY_CELLS = Statement(
+    "UPDATE slack_messages USING TIMESTAMP :wt SET " + ", ".join(f"{c} = :{c}" for c in _SIMPLE) + ", "
+    + ", ".join(f"{c} = {c} + :{c}" for c in _ELEMENTS)
+    + " WHERE team_id = :team_id AND channel_id = :channel_id AND day = :day AND ts = :ts",
+    name="COPY slack_messages")
+# The old partition of a day now split from its first hour: one partition deletion, in front of no reader (a
+# day split at its start has no partition of its own in any read's list).
+DROP_OLD_DAY = Statement(
+    "DELETE FROM slack_messages USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="DROP-OLD-DAY slack_messages")
+
+
+def _copy_writes(team_id: str, channel_id: str, part: int, row: Any) -> list[Write]:
+    """One row of the old layout into partition `part`, every cell (and collection element) at its own write
+    time: the copy converges with any event applied to either copy exactly as the original would. One write per
+    distinct write time; the columns of other times are left unset."""
+    by_time: dict[int, dict[str, Any]] = {}
+    for c in _SIMPLE:
+        value = getattr(row, c)
+        if value is not None:
+            by_time.setdefault(getattr(row, f"w_{c}"), {})[c] = value
+    for c in _ELEMENTS:
+        value, times = getattr(row, c), getattr(row, f"w_{c}")
+        if not value:
+            continue
+        mapping = hasattr(value, "items")
+        items = list(value.items()) if mapping else list(value)  # in the node's order, as the write times are
+        for item, at in zip(items, times, strict=True):
+            cells = by_time.setdefault(at, {})
+            if mapping:
+                cells.setdefault(c, {})[item[0]] = item[1]
+            else:
+                cells.setdefault(c, set()).add(item)
+    key = {"team_id": team_id, "channel_id": channel_id, "day": part, "ts": row.ts}
+    return [(COPY_CELLS, {**key, "wt": at, **cells}) for at, cells in sorted(by_time.items())]
+
+
+def relayout_day(db: Database, team_id: str, channel_id: str, day: int, *, dry_run: bool = False
+                 ) -> dict[str, int]:
+    """One channel-day of a keyspace written before cql/0190: its raw events copied into slack_message_raw (at
+    their write times), and, when its own partition holds more than the hot threshold and the day is not
+    split, the day split from its first hour: each row copied into its hour bucket (every cell at its own write
+    time), the buckets listed, the split recorded (LWT), then the old partition dropped (one partition deletion
+    that no read lists). Only days that ended a day ago are split: a live write of the day meanwhile would be
+    left behind. Idempotent: a second run copies the same cells again. Returns what it did."""
+    done = {"rows": 0, "raw": 0, "copied": 0, "split": 0}
+    rows = db.execute(SELECT_OLD_RAW, (team_id, channel_id, day), fetch_size=1000)
+    raw: list[Write] = []
+    for r in rows:
+        done["rows"] += 1
+        if r.raw:
+            raw.append((INSERT_RAW, (team_id, channel_id, r.ts // US_PER_HOUR, r.ts, r.raw, r.raw_written)))
+    done["raw"] = len(raw)
+    state = db.execute(SELECT_DAY_STATE, (team_id, channel_id, day)).one()
+    ended = (day + 2) * US_PER_DAY <= _now_us(db)
+    split = done["rows"] > _hot_threshold(db) and ended and (state is None or state.split_us is None)
+    if dry_run:
+        done["split"] = int(split)
+        return done
+    db.execute_many(raw)
+    if split:
+        copies: list[Write] = []
+        hours: set[int] = set()
+        for r in db.execute(SELECT_WHOLE_ROWS, (team_id, channel_id, day), fetch_size=500):
+            hour = (r.ts - day * US_PER_DAY) // US_PER_HOUR
+            hours.add(hour)
+            copies.extend(_copy_writes(team_id, channel_id, bucket_part(day, hour), r))
+            done["copied"] += 1
+            if len(copies) >= 5000:
+                db.execute_many(copies)
+                copies.clear()
+        db.execute_many(copies)
+        if hours:
+            db.execute(LIST_BUCKET, (hours, team_id, channel_id, day))
+        applied = db.execute(SPLIT_DAY, (day * US_PER_DAY, team_id, channel_id, day)).one()[0]
+        if applied:  # else another process split the day meanwhile: its own partition stays where reads find it
+            db.execute(DROP_OLD_DAY, (_now_us(db), team_id, channel_id, day))
+            done["split"] = 1
+    db.execute(MARK_RELAID, (_now_us(db), team_id, channel_id, day))
+    return done
+
+
+def relayout_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool = False,
+                     progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+    """`relayout_day` for every listed day of a channel not yet done (resumable: a done day is marked)."""
+    total = {"days": 0, "rows": 0, "raw": 0, "copied": 0, "split": 0}
+    lo = 0
+    while True:
+        listed = list(db.execute(SELECT_RELAYOUT_DAYS, (team_id, channel_id, lo, _DAYS_PER_REQUEST)))
+        for r in listed:
+            if r.relaid_at is not None:
+                continue
+            done = relayout_day(db, team_id, channel_id, r.day, dry_run=dry_run)
+            total["days"] += 1
+            for k, v in done.items():
+                total[k] += v
+            if progress is not None:
+                progress(done)
+        if len(listed) < _DAYS_PER_REQUEST:
+            return total
+        lo = listed[-1].day + 1

@@ -18,8 +18,15 @@ The plan, bounded per request:
    current text must still hold every word and phrase (an edit may have removed one: postings are never
    deleted), the message must not be deleted, and has:/is:/dates must hold. Channels a grant may not read are
    left out before anything is read.
-A request reads at most MAX_DAYS days or MAX_ROWS postings; a page cut short there still has a cursor (and
-says up to which day it searched), so a rare combination of common words is paged, never a long request.
+has:file, has:link, has:reaction and is:thread are index terms too (search_index.flag_terms), so they drive
+like a word; confirmation still checks them on the row (a reaction removed leaves a stale posting).
+
+A request spends at most MAX_ROWS of read budget: a posting costs 1, a message row read to confirm a
+candidate CONFIRM_COST. The budget is checked before every read, not between batches: a batch reads only as
+many days as it can afford, a day on which no clause fits in PROBE is read in slices the budget affords, and
+candidates are confirmed a chunk at a time. A page cut short there (or at MAX_DAYS days) still has a cursor,
+to the exact place it stopped (a day, or a ts inside it), and says up to which day it searched: a rare
+combination of common words is paged, never a long request.
 """
 
 from __future__ import annotations
@@ -39,11 +46,13 @@ from api.errors import BadPosition, InvalidQuery
 from api.paging import BAD_POSITION, in_range, sign_cursor, verify_cursor
 from api.slack import channels, content, messages, search_index, search_terms, users
 from api.slack.messages import Message
+from api.slack.search_index import HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD
 from api.slack.search_terms import Token
 from api.slack.timeutil import day_of
 
 MAX_DAYS = 400          # candidate days one request reads before it answers with what it found
-MAX_ROWS = 100_000      # postings one request reads before it answers with what it found
+MAX_ROWS = 100_000      # read budget of one request: postings, plus CONFIRM_COST per message row confirmed
+CONFIRM_COST = 10       # a message row (text, content, reactions) against a key-only posting row
 DAY_PAGE = 128          # days of one term listed per read
 PROBE = 256             # postings of a term and day read first: a clause that fits is not read whole
 MAX_CLAUSES = 12        # words, phrases and modifiers in one query
@@ -447,9 +456,14 @@ def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, t
         clauses.append([search_index.channel_term(c) for c in sorted(in_ids)])
     for words in query.words:
         clauses.extend([search_terms.term_of(w)] for w in dict.fromkeys(words))
+    # The flags are index terms: a has:/is: clause drives like a word (and may stand alone).
+    for flag, wanted in ((HAS_FILE, query.has_file), (HAS_LINK, query.has_link),
+                         (HAS_REACTION, query.has_reaction), (IS_THREAD, query.is_thread)):
+        if wanted:
+            clauses.append([flag])
     unique = list({tuple(sorted(c)): c for c in clauses}.values())
     if not unique:
-        raise SearchError("a search needs a word, a \"phrase\", in:#channel, from:@user or a mention")
+        raise SearchError("a search needs a word, a \"phrase\", in:#channel, from:@user, a mention, has: or is:")
     if len(unique) > MAX_CLAUSES:
         raise SearchError(f"a search can hold at most {MAX_CLAUSES} words and modifiers, not {len(unique)}")
     tz = zone(tz_name)
@@ -489,43 +503,80 @@ def _confirmed(plan: _Plan, row: Any) -> bool:
     return True
 
 
-def _candidates(plan: _Plan, days: list[int], start: Position) -> tuple[list[tuple[int, str]], int]:
-    """The (ts, channel) that may hold every clause on these days, newest first, after `start`; and rows read.
+class _Budget:
+    """What one request may still read: postings cost 1 each, a confirmed message row CONFIRM_COST. Until the
+    request has got past its start (`progressed`), one more read is allowed whatever is left: paging always
+    ends."""
 
-    Every term's postings of a day are first read up to PROBE rows. A clause whose terms all fit is known whole:
-    the intersection of the clauses known whole is the candidate set, and confirmation checks the other clauses
-    on the message rows (an `in:` or `from:` of a day is small; a common word's day is not read whole). Only a
-    day on which no clause fits is read whole, and intersected."""
-    probes = [[[search_index.start_postings(plan.db, plan.team_id, term, day, below=_below(plan, day, start),
-                                            at_least=plan.lo_us, limit=PROBE) for term in clause]
-               for clause in plan.clauses] for day in days]
-    rows_read = 0
-    found: dict[int, list[set[tuple[int, str]]]] = {}
-    unknown: list[int] = []
-    for day, clauses in zip(days, probes, strict=True):
-        whole = []
+    def __init__(self, rows: int) -> None:
+        self.left = rows
+        self.spent = 0
+        self.progressed = False
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        self.spent += n
+
+
+def _terms(plan: _Plan) -> int:
+    return sum(len(clause) for clause in plan.clauses)
+
+
+def _read_day(plan: _Plan, day: int, start: Position, limit: int) -> list[list[list[tuple[int, str]]]]:
+    """Every term's postings of `day` (up to `limit` each, newest first), per clause, read concurrently."""
+    futures = [[search_index.start_postings(plan.db, plan.team_id, term, day, below=_below(plan, day, start),
+                                            at_least=plan.lo_us, limit=limit) for term in clause]
+               for clause in plan.clauses]
+    return [[[(r.ts, r.channel_id) for r in future.result()] for future in alternatives] for alternatives in futures]
+
+
+def _kept(plan: _Plan, day: int, start: Position, rows: set[tuple[int, str]]) -> list[tuple[int, str]]:
+    kept = [c for c in rows if c[1] not in plan.denied and (day != start.day or start.before(*c))]
+    return sorted(kept, key=lambda c: (-c[0], c[1]))
+
+
+def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budget
+                    ) -> Iterator[tuple[int, list[tuple[int, str]], int | None]]:
+    """(day, candidates newest first, cut) for each day in turn: the (ts, channel) that may hold every clause,
+    after `start`. `cut` is None when the day was read to its end, else a ts: only candidates above it are
+    known (the budget ran out inside the day) and the next page resumes at it.
+
+    Every term's postings of a day are first read up to PROBE rows (all days of the batch concurrently). A
+    clause whose terms all fit is known whole: the intersection of the clauses known whole is the candidate
+    set, and confirmation checks the other clauses on the message rows (an `in:`, a `from:`, a flag or a rare
+    word of a day is small; a common word's day is not read). A day on which no clause fits is read with as
+    many rows per term as the budget affords: what every term covers (above the oldest ts of any term cut
+    short) is intersected exactly, the rest is left to the next page."""
+    terms = _terms(plan)
+    probes = {day: [[search_index.start_postings(plan.db, plan.team_id, term, day,
+                                                 below=_below(plan, day, start), at_least=plan.lo_us, limit=PROBE)
+                     for term in clause] for clause in plan.clauses] for day in days}
+    for n, day in enumerate(days, 1):
+        clauses = [[[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
+                   for alternatives in probes.pop(day)]
+        budget.spend(sum(len(rows) for alternatives in clauses for rows in alternatives))
+        whole = [{row for rows in alternatives for row in rows} for alternatives in clauses
+                 if all(len(rows) < PROBE for rows in alternatives)]
+        if whole:
+            yield day, _kept(plan, day, start, set.intersection(*whole)), None
+            continue
+        # No clause fits: read the day as far as the budget allows (at least one row past the probe per term).
+        # The probes of the batch's later days are in flight: what they may still read is kept back.
+        reserved = (len(days) - n) * terms * PROBE
+        if budget.left - reserved < terms * (PROBE + 1) and budget.progressed:
+            return  # nothing of this day is answered: the page resumes at its top
+        limit = min(search_index.WHOLE, max(PROBE + 1, (budget.left - reserved) // terms))
+        clauses = _read_day(plan, day, start, limit)
+        budget.spend(sum(len(rows) for alternatives in clauses for rows in alternatives))
+        cut: int | None = None
         for alternatives in clauses:
-            results = [[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
-            rows_read += sum(map(len, results))
-            if all(len(rows) < PROBE for rows in results):
-                whole.append({row for rows in results for row in rows})
-        found[day] = whole
-        if not whole:
-            unknown.append(day)
-    full = {day: [[search_index.start_postings(plan.db, plan.team_id, term, day, below=_below(plan, day, start),
-                                               at_least=plan.lo_us, limit=search_index.WHOLE) for term in clause]
-                  for clause in plan.clauses] for day in unknown}
-    for day, clauses in full.items():
-        for alternatives in clauses:
-            rows = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
-            rows_read += len(rows)
-            found[day].append(rows)
-    out: list[tuple[int, str]] = []
-    for day in days:
-        common = set.intersection(*found[day])
-        kept = [c for c in common if c[1] not in plan.denied and (day != start.day or start.before(*c))]
-        out.extend(sorted(kept, key=lambda c: (-c[0], c[1])))
-    return out, rows_read
+            for rows in alternatives:
+                if len(rows) >= limit:  # cut short: only rows above its oldest ts are known (ties may be missing)
+                    cut = rows[-1][0] if cut is None else max(cut, rows[-1][0])
+        common = set.intersection(*({row for rows in alternatives for row in rows} for alternatives in clauses))
+        if cut is not None:
+            common = {c for c in common if c[0] > cut}
+        yield day, _kept(plan, day, start, common), cut
 
 
 def _below(plan: _Plan, day: int, start: Position) -> int:
@@ -566,25 +617,51 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
     streams = [[_TermDays(db, team_id, term, newest, oldest) for term in clause] for clause in plan.clauses]
     days = _common_days(streams)
     hits: list[Hit] = []
-    days_read = rows_read = 0
+    budget = _Budget(MAX_ROWS)
+    probe_cost = _terms(plan) * PROBE
+    days_read = 0
     window_size = 1
-    last_day: int | None = None
+    done = start  # everything up to here is answered: where a page cut short resumes
+    last_day = start.day  # the oldest day read
+
+    def cut_short() -> Page:
+        return Page(hits, done, last_day, query, directory(db, team_id))
+
     while len(hits) <= limit:
-        batch = list(itertools.islice(days, window_size))
+        size = min(window_size, budget.left // probe_cost, MAX_DAYS - days_read)
+        if size <= 0:
+            if budget.progressed:
+                return cut_short()
+            size = 1
+        batch = list(itertools.islice(days, size))
         if not batch:
             return Page(hits, None, None, query, directory(db, team_id))
         window_size = min(window_size * 2, 16)
-        candidates, read = _candidates(plan, batch, start)
         days_read += len(batch)
-        rows_read += read
-        last_day = batch[-1]
-        i = 0
-        while i < len(candidates) and len(hits) <= limit:
-            want = max(32, 2 * (limit + 1 - len(hits)))
-            hits.extend(_confirm(plan, candidates[i:i + want]))
-            i += want
-        if len(hits) <= limit and (days_read >= MAX_DAYS or rows_read >= MAX_ROWS):
-            return Page(hits, Position(last_day - 1), last_day, query, directory(db, team_id))
+        answered = 0
+        for day, candidates, cut in _day_candidates(plan, batch, start, budget):
+            answered += 1
+            last_day = day
+            i = 0
+            while i < len(candidates) and len(hits) <= limit:
+                want = max(32, 2 * (limit + 1 - len(hits)))
+                affordable = budget.left // CONFIRM_COST
+                if affordable <= 0:
+                    if budget.progressed:
+                        return cut_short()
+                    affordable = 1
+                chunk = candidates[i:i + min(want, affordable)]
+                budget.spend(len(chunk) * CONFIRM_COST)
+                hits.extend(_confirm(plan, chunk))
+                i += len(chunk)
+                done, budget.progressed = Position(day, *chunk[-1]), True
+            if len(hits) > limit:
+                break
+            done, budget.progressed = (Position(day - 1) if cut is None else Position(day, cut, "")), True
+            if cut is not None:
+                return cut_short()
+        if len(hits) <= limit and answered < len(batch):
+            return cut_short()  # the budget ran out before a day of the batch could be read
     hits = hits[:limit + 1]
     last = hits[limit - 1].message
     return Page(hits[:limit], Position(day_of(last.ts), last.ts, last.channel_id), None, query,
@@ -599,30 +676,44 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
     it came: a run that stops resumes at that day (`restart` starts over). Postings are insert-only and the same
     message always gives the same rows, so indexing twice changes nothing. Returns (messages, rows written:
     postings and day listings) of this run; `dry_run` counts them and writes nothing. `progress(n)` is called
-    with each day's messages."""
-    done = None if restart else search_index.progress(db, team_id).get(channel_id)
-    next_day, total = done if done is not None else (LAST_DAY, 0)
+    with each day's messages.
+
+    Version 2 (search_index.BACKFILL_VERSION) also writes the has:/is: flags. A channel that version 1 finished
+    already has its words: it is walked again from the newest day writing the flags only; one that version 1
+    left unfinished is indexed again whole."""
+    state = None if restart else search_index.progress(db, team_id).get(channel_id)
+    next_day, total, flags_only = LAST_DAY, 0, False
+    if state is not None:
+        next_day, total, version, flags_only = state
+        if version < search_index.BACKFILL_VERSION:
+            next_day, total, flags_only = LAST_DAY, 0, next_day < 0
     indexed = rows = 0
     if next_day < 0:
         return 0, 0
     for day in sorted(messages.all_days(db, team_id, channel_id, last_day=next_day), reverse=True):
         writes, listed, count = [], [], 0
-        for row in messages.texts_of_day(db, team_id, channel_id, day):
+        for row in messages.start_days_read(db, team_id, channel_id, [day]).result():
             if row.msg_ts is None:
                 continue
-            day_writes, keys = search_index.posting_writes(db, team_id, channel_id, row.ts, row.user_id,
-                                                              messages.searchable_text(row))
+            decoded = messages.decoded_content(row.content) if row.content else None
+            flags = search_index.flag_terms(files=row.files, text=row.text, message_content=decoded, ts=row.ts,
+                                            thread_ts=row.thread_ts, reacted=bool(row.reactions),
+                                            replied=(row.reply_count or 0) > 0)
+            day_writes, keys = search_index.posting_writes(
+                db, team_id, channel_id, row.ts, row.user_id, messages.searchable_text(row), flags=flags,
+                thread_ts=row.thread_ts, words=not flags_only)
             writes.extend(day_writes)
             listed.extend(keys)
             count += 1
         indexed += count
+        writes = list(dict.fromkeys(writes))  # a term's day listing (and a head's is:thread) once per day
         rows += len(writes)
         if not dry_run:
             db.execute_many(writes)
             search_index.note_indexed(db, listed)
-            search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed)
+            search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed, flags_only=flags_only)
         if progress is not None:
             progress(count)
     if not dry_run:
-        search_index.record_progress(db, team_id, channel_id, -1, total + indexed)
+        search_index.record_progress(db, team_id, channel_id, -1, total + indexed, flags_only=flags_only)
     return indexed, rows

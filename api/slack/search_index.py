@@ -2,20 +2,25 @@
 progress of indexing messages archived before search existed.
 
 Owner of slack_search_postings, slack_search_term_days and slack_search_backfill. Ingest (ingest.py) sends
-`posting_writes` with a message's other rows and calls `note_indexed` once they are all written; the search
+`message_posting_writes` with a message's other rows (live posts, edits, the Web API backfill, export imports)
+and `reaction_posting_writes` with a reaction, and calls `note_indexed` once they are all written; the search
 (search.py) reads `start_term_days` and `start_postings`. Nothing is ever deleted here: an edit adds the
 postings of its new text, and search.py confirms each candidate against the message row.
+
+Besides its words, a message is posted under `from:<user>`, `in:<channel>` and the flags that hold for it:
+`has:file`, `has:link`, `has:reaction` (written when a reaction arrives, or with a history message that has
+some) and `is:thread` (a reply; and its thread head, written with the reply at the head's ts). A flag that
+stops holding (a reaction removed, the only reply deleted) leaves a stale posting that confirmation drops.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from api.caches import Cache
-from api.db import Database, Params, Statement
-from api.slack import search_terms
+from api.db import Database, Params, Statement, without_none
+from api.slack import content, search_terms
 from api.slack.timeutil import day_of
 
 TABLES = frozenset({"slack_search_postings", "slack_search_term_days", "slack_search_backfill"})
@@ -32,10 +37,15 @@ SELECT_POSTINGS = Statement(
     "AND ts >= ? LIMIT ?")
 WHOLE = 1_000_000  # the LIMIT of a whole-partition read (partitions are bounded by design, far below this)
 SELECT_PROGRESS = Statement(
-    "SELECT channel_id, next_day, messages FROM slack_search_backfill WHERE team_id = ?")
+    "SELECT channel_id, next_day, messages, version, flags_only FROM slack_search_backfill WHERE team_id = ?")
 UPDATE_PROGRESS = Statement(
-    "UPDATE slack_search_backfill SET next_day = ?, messages = ?, updated_at = ? WHERE team_id = ? "
-    "AND channel_id = ?")
+    "UPDATE slack_search_backfill SET next_day = :next_day, messages = :messages, updated_at = :updated_at, "
+    "version = :version, flags_only = :flags_only WHERE team_id = :team_id AND channel_id = :channel_id")
+# What `chronicle slack index-search` writes: 1 the words, from: and in: (schema 0090); 2 also the has:/is: flags.
+BACKFILL_VERSION = 2
+
+HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD = "has:file", "has:link", "has:reaction", "is:thread"
+FLAGS = (HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD)
 
 
 def author_term(user_id: str) -> str:
@@ -46,13 +56,33 @@ def channel_term(channel_id: str) -> str:
     return f"in:{channel_id.casefold()}"
 
 
-def message_terms(channel_id: str, user_id: str | None, text: str | None) -> list[str]:
-    """Every term one message is found by: its text's (search_terms.index_terms), its author, its channel."""
+def message_terms(channel_id: str, user_id: str | None, text: str | None, flags: Iterable[str] = ()) -> list[str]:
+    """Every term one message is found by: its text's (search_terms.index_terms), its author, its channel, and
+    the has:/is: flags that hold for it (`flag_terms`)."""
     terms = search_terms.index_terms(text)
     if user_id:
         terms.append(author_term(user_id))
     terms.append(channel_term(channel_id))
+    terms.extend(flags)
     return terms
+
+
+def flag_terms(*, files: Any, text: str | None, message_content: dict[str, Any] | None, ts: int,
+               thread_ts: int | None, reacted: bool = False, replied: bool = False) -> list[str]:
+    """The has:/is: terms of a message as written: a file (the `files` column: modern files or the legacy
+    `file`), a link (content.has_link, as confirmation checks it), a reaction, a thread reply or a head with
+    replies (`replied`: the backfill sees them; live, a head becomes `is:thread` through its first reply, whose
+    `posting_writes` write the head's posting too)."""
+    out = []
+    if files:
+        out.append(HAS_FILE)
+    if content.has_link(text, message_content):
+        out.append(HAS_LINK)
+    if reacted:
+        out.append(HAS_REACTION)
+    if replied or (thread_ts is not None and thread_ts != ts):
+        out.append(IS_THREAD)
+    return out
 
 
 # (team, term, day) this process has listed in slack_search_term_days: those rows are insert-only, so one write
@@ -66,16 +96,44 @@ def _listed(db: Database) -> Cache:
     return db.caches.lru(_LISTED, maxsize=_LISTED_MAX)
 
 
-def posting_writes(db: Database, team_id: str, channel_id: str, ts: int, user_id: str | None, text: str | None
+def posting_writes(db: Database, team_id: str, channel_id: str, ts: int, user_id: str | None, text: str | None,
+                   *, flags: Iterable[str] = (), thread_ts: int | None = None, words: bool = True
                    ) -> tuple[list[Write], list[tuple[str, str, int]]]:
-    """The postings of one message (its text as of this write), and the day listings this process has not
-    written yet; returns (writes, keys to pass to `note_indexed` once every write succeeded)."""
-    day = day_of(ts)
-    terms = message_terms(channel_id, user_id, text)
-    writes: list[Write] = [(INSERT_POSTING, (team_id, term, day, ts, channel_id)) for term in terms]
-    keys = _listed(db).missing([(team_id, term, day) for term in terms])
+    """The postings of one message (its text as of this write, its `flags`), and the day listings this process
+    has not written yet; returns (writes, keys to pass to `note_indexed` once every write succeeded). A reply
+    (`thread_ts` of another message) also posts its thread head under is:thread. `words=False`: the flags only
+    (the backfill of archives whose words version 1 indexed)."""
+    flags = list(flags)
+    terms = message_terms(channel_id, user_id, text, flags) if words else flags
+    entries = [(term, day_of(ts), ts) for term in terms]
+    if IS_THREAD in flags and thread_ts is not None and thread_ts != ts:
+        entries.append((IS_THREAD, day_of(thread_ts), thread_ts))
+    return _writes(db, team_id, channel_id, entries)
+
+
+def _writes(db: Database, team_id: str, channel_id: str, entries: list[tuple[str, int, int]]
+            ) -> tuple[list[Write], list[tuple[str, str, int]]]:
+    writes: list[Write] = [(INSERT_POSTING, (team_id, term, day, ts, channel_id)) for term, day, ts in entries]
+    keys = _listed(db).missing(list(dict.fromkeys((team_id, term, day) for term, day, _ts in entries)))
     writes.extend((INSERT_TERM_DAY, key) for key in keys)
     return writes, keys
+
+
+def message_posting_writes(db: Database, msg: Any, *, reacted: bool = False
+                           ) -> tuple[list[Write], list[tuple[str, str, int]]]:
+    """`posting_writes` of a message as ingest has it (messages.NewMessage: a live post or edit, or a message
+    as history shows it; `reacted`: history shows reactions on it)."""
+    text = msg.searchable_text()
+    flags = flag_terms(files=msg.files, text=msg.text, message_content=msg.content, ts=msg.ts,
+                       thread_ts=msg.thread_ts, reacted=reacted)
+    return posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user, text, flags=flags,
+                          thread_ts=msg.thread_ts)
+
+
+def reaction_posting_writes(db: Database, team_id: str, channel_id: str, ts: int
+                            ) -> tuple[list[Write], list[tuple[str, str, int]]]:
+    """A reaction was added: the message is posted under has:reaction (a removal writes nothing)."""
+    return _writes(db, team_id, channel_id, [(HAS_REACTION, day_of(ts), ts)])
 
 
 def note_indexed(db: Database, keys: Iterable[tuple[str, str, int]]) -> None:
@@ -95,10 +153,15 @@ def start_postings(db: Database, team_id: str, term: str, day: int, *, below: in
     return db.execute_async(SELECT_POSTINGS, (team_id, term, day, below, at_least, limit))
 
 
-def progress(db: Database, team_id: str) -> dict[str, tuple[int, int]]:
-    """channel -> (next day to index, messages indexed so far) of `chronicle slack index-search`."""
-    return {r.channel_id: (r.next_day, r.messages or 0) for r in db.execute(SELECT_PROGRESS, (team_id,))}
+def progress(db: Database, team_id: str) -> dict[str, tuple[int, int, int, bool]]:
+    """channel -> (next day to index, messages indexed so far, version, flags only) of `chronicle slack
+    index-search` (version 1: rows written before schema 0180)."""
+    return {r.channel_id: (r.next_day, r.messages or 0, r.version or 1, bool(r.flags_only))
+            for r in db.execute(SELECT_PROGRESS, (team_id,))}
 
 
-def record_progress(db: Database, team_id: str, channel_id: str, next_day: int, messages: int) -> None:
-    db.execute(UPDATE_PROGRESS, (next_day, messages, time.time_ns() // 1000, team_id, channel_id))
+def record_progress(db: Database, team_id: str, channel_id: str, next_day: int, messages: int, *,
+                    flags_only: bool = False) -> None:
+    db.execute(UPDATE_PROGRESS, without_none({
+        "next_day": next_day, "messages": messages, "updated_at": int(db.clock.time() * 1_000_000),
+        "version": BACKFILL_VERSION, "flags_only": flags_only, "team_id": team_id, "channel_id": channel_id}))

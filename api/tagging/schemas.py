@@ -7,6 +7,8 @@ from typing import Any
 
 from marshmallow import Schema, fields, validate
 
+from api.schema_fields import plain_fields
+
 PROJECT_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 _LEASE = fields.String(required=True, validate=validate.Regexp(r"^[0-9]{1,19}$"),
                        metadata={"description": "the lease id that next returned (decimal)"})
@@ -51,10 +53,8 @@ class KeywordArgs(Schema):
     limit = fields.Integer(load_default=10, validate=validate.Range(1, 50))
 
 
-class ThreadEntrySchema(Schema):
-    author = fields.String(allow_none=True)
-    text = fields.String()
-    time = fields.String()
+class ThreadEntrySchema(plain_fields(strings="text time"), plain_fields(strings="author", nullable=True)):
+    pass
 
 
 class SourceSchema(Schema):
@@ -123,37 +123,18 @@ class ProjectSchema(Schema):
     teams = fields.List(fields.Nested(TeamSchema), required=True)
 
 
-class MeSchema(Schema):
-    project = fields.String(required=True)
-    user = fields.String(required=True)
-    team = fields.String(required=True)
-    role = fields.String(required=True)
+class MeSchema(plain_fields(strings="project user team role", required=True)):
+    pass
 
 
-class ProjectFiguresSchema(Schema):
-    total = fields.Integer()
-    remaining = fields.Integer()
-    queued = fields.Integer()
-    tagged = fields.Integer()
-    verified = fields.Integer()
-    correct = fields.Integer()
-    incorrect = fields.Integer()
-    disabled = fields.Integer()
-    source_missing = fields.Integer()
-    returned = fields.Integer()
+class ProjectFiguresSchema(plain_fields(integers="total remaining queued tagged verified correct incorrect disabled "
+                                                 "source_missing returned")):
+    pass
 
 
-class PersonFiguresSchema(Schema):
-    team = fields.String(allow_none=True)
-    user = fields.String()
-    quota = fields.Integer(allow_none=True)
-    used = fields.Integer()
-    assigned = fields.Integer()
-    finished = fields.Integer()
-    correct = fields.Integer()
-    incorrect = fields.Integer()
-    returned = fields.Integer()
-    average_seconds = fields.Float(allow_none=True)
+class PersonFiguresSchema(plain_fields(strings="user", integers="used assigned finished correct incorrect returned"),
+                          plain_fields(strings="team", integers="quota", floats="average_seconds", nullable=True)):
+    pass
 
 
 class RankSchema(Schema):

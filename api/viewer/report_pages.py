@@ -20,13 +20,12 @@ from flask import Blueprint, Response, current_app, g, render_template, request
 from api.context import get_db
 from api.pages import PageError, error_pages, secure
 from api.paging import sign_cursor, verify_cursor
-from api.slack.codec import is_slack_id
 from api.slack.reports import render, service
 from api.slack.reports.anonymise import anonymise as anonymised_copy
 from api.slack.reports.period import BadPeriod, Period
 from api.slack.reports.store import CorruptReport
 from api.viewer import views
-from api.viewer.session import Reader, current_reader, signin_redirect
+from api.viewer.session import Reader, allow_workspace, current_reader, signin_redirect
 
 _API_DIR = Path(__file__).resolve().parents[1]
 
@@ -62,13 +61,7 @@ def _reader(team_id: str) -> Reader:
     if reader is None:
         raise PageError(401, "Signed out", "Sign in again.")
     g.archive_reader = reader
-    if not is_slack_id(team_id):
-        raise PageError(404, "Not found", "That is not a Slack workspace id.")
-    if not reader.may_read(team_id):
-        allowed = ", ".join(reader.workspaces) or "none"
-        raise PageError(403, "Not allowed",
-                              f"This token may not read workspace {team_id}. It may read: {allowed}.")
-    g.archive_team = team_id
+    allow_workspace(reader, team_id)
     return reader
 
 

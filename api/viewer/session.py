@@ -18,7 +18,7 @@ from datetime import tzinfo
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-from flask import Blueprint, Response, current_app, redirect, render_template, request
+from flask import Blueprint, Response, current_app, g, redirect, render_template, request
 
 from api import csrf
 from api.activity import calendar
@@ -172,3 +172,14 @@ def open_workspace() -> Response | tuple[str, int]:
     if not is_slack_id(team_id):
         return redirect(SIGNIN_URL, code=303)
     return redirect(f"/archive/teams/{team_id}", code=303)
+
+
+def allow_workspace(reader: Reader, team_id: str) -> None:
+    """The REST API's workspace rule: the token must name the workspace (or every workspace); PageError 404/403."""
+    if not is_slack_id(team_id):
+        raise PageError(404, "Not found", "That is not a Slack workspace id.")
+    if not reader.may_read(team_id):
+        allowed = ", ".join(reader.workspaces) or "none"
+        raise PageError(403, "Not allowed",
+                        f"This token may not read workspace {team_id}. It may read: {allowed}.")
+    g.archive_team = team_id

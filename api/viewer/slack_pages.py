@@ -33,7 +33,7 @@ from api.slack.codec import is_slack_id
 from api.slack.messages import Message
 from api.slack.timeutil import is_ts, ts_to_us
 from api.viewer import render, views
-from api.viewer.session import Reader, current_reader, signin_redirect
+from api.viewer.session import Reader, allow_workspace, current_reader, signin_redirect
 
 _API_DIR = Path(__file__).resolve().parents[1]
 
@@ -101,17 +101,6 @@ def signed_in_reader(*, fragment: bool = False) -> Reader:
         raise PageError(401, "Signed out", "Sign in again: your session ended or the token is no longer valid.")
     g.archive_reader = reader
     return reader
-
-
-def allow_workspace(reader: Reader, team_id: str) -> None:
-    """The REST API's workspace rule: the token must name the workspace (or every workspace); PageError 404/403."""
-    if not is_slack_id(team_id):
-        raise PageError(404, "Not found", "That is not a Slack workspace id.")
-    if not reader.may_read(team_id):
-        allowed = ", ".join(reader.workspaces) or "none"
-        raise PageError(403, "Not allowed",
-                        f"This token may not read workspace {team_id}. It may read: {allowed}.")
-    g.archive_team = team_id
 
 
 def allow_channel(reader: Reader, team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:

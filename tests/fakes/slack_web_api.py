@@ -12,7 +12,9 @@ Model: plain data that tests change between runs; the helpers take `lock`, so th
   replies stays as a hidden "tombstone" until its last reply goes.
 
 Methods: auth.test, conversations.list, conversations.info, conversations.members, conversations.history,
-conversations.replies, users.list, chat.postMessage; any other answers {"ok": false, "error": "unknown_method"}.
+conversations.replies, users.list, chat.postMessage, apps.connections.open; any other answers {"ok": false,
+"error": "unknown_method"}. OAuth (`fake.oauth`, tests/fakes/slack_oauth.py): the consent page at
+GET /oauth/v2/authorize, oauth.v2.access (codes, token rotation), revoked tokens answering token_revoked.
   - args come from the query string, a form body or a JSON body (slack_sdk always POSTs a form body)
   - token from "Authorization: Bearer" or a `token` arg: none -> not_authed, unknown -> invalid_auth; a scope
     missing -> missing_scope with needed/provided
@@ -28,6 +30,9 @@ conversations.replies, users.list, chat.postMessage; any other answers {"ok": fa
     user id (a DM with the app); blocks are checked against Block Kit's limits (at most 50 blocks, section text
     3,000 characters, 10 fields of 2,000, header 150) -> invalid_blocks; every accepted post lands in `posted`
     as {"channel": id, "ts", "text", "blocks"}
+  - apps.connections.open (Socket Mode): only an app-level token (`xapp-...`, else not_allowed_token_type) with
+    scope connections:write (add it: `fake.tokens[APP_TOKEN] = {"connections:write"}`); answers a one-use URL of
+    the stand-in WebSocket server set as `fake.socket_mode` (tests/fakes/slack_socket_mode.py)
 Rate limits and faults (attributes; change them between runs):
   rate_per_minute[method], else default_rate_per_minute (None = unlimited): accepted requests per window_seconds
   (default 60), a sliding window per token and method. Over it -> HTTP 429 {"ok": false, "error": "ratelimited"}
@@ -56,6 +61,8 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.fakes.slack_oauth import FakeSlackOAuth
 
 DEFAULT_TOKEN = "xoxb-fake"
 DEFAULT_SCOPES = frozenset({"channels:read", "channels:history", "groups:read", "groups:history", "users:read",
@@ -152,6 +159,7 @@ class FakeSlackWebApi:
         self.latency_seconds = 0.0
         self.requests: deque[tuple[float, str, int]] = deque()
         self.posted: list[dict[str, Any]] = []
+        self.socket_mode: Any = None  # a FakeSlackSocketMode: what apps.connections.open hands out
         self.lock = threading.RLock()  # one lock for model, faults and counters: answers see a consistent world
         self._messages: dict[str, dict[int, dict[str, Any]]] = {}
         self._order: dict[str, list[int]] = {}  # sorted keys of every message of the channel
@@ -164,6 +172,7 @@ class FakeSlackWebApi:
         self._seen_for_429 = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.oauth = FakeSlackOAuth(self)  # the consent page, oauth.v2.access, revocations (slack_oauth.py)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -430,6 +439,9 @@ class FakeSlackWebApi:
             return None
         if self._fails.get(method):
             return self._fails[method].pop(0), {"ok": False, "error": "fatal_error"}, {}
+        oauth_reply = self.oauth.intercept(method, args, token)
+        if oauth_reply is not None:
+            return oauth_reply
         if not token:
             return 200, {"ok": False, "error": "not_authed"}, {}
         if token not in self.tokens:
@@ -615,6 +627,15 @@ def _check_blocks(blocks: Any) -> None:
             raise _Fail("invalid_blocks", errors=[f"unsupported block type at [{i}]: {kind}"])
 
 
+def _apps_connections_open(fake: FakeSlackWebApi, token: str, args: dict[str, Any]) -> dict[str, Any]:
+    if not token.startswith("xapp-"):
+        raise _Fail("not_allowed_token_type")
+    fake._need(token, "connections:write")
+    if fake.socket_mode is None:
+        raise _Fail("socket_mode_not_enabled")  # no stand-in WebSocket server attached
+    return {"url": fake.socket_mode.ticket_url()}
+
+
 _METHODS = {
     "auth.test": FakeSlackWebApi._auth_test,
     "conversations.list": FakeSlackWebApi._conversations_list,
@@ -624,6 +645,7 @@ _METHODS = {
     "conversations.replies": FakeSlackWebApi._conversations_replies,
     "users.list": FakeSlackWebApi._users_list,
     "chat.postMessage": FakeSlackWebApi._chat_post_message,
+    "apps.connections.open": _apps_connections_open,
 }
 
 
@@ -653,6 +675,10 @@ class _Handler(BaseHTTPRequestHandler):
             args.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         auth = self.headers.get("Authorization") or ""
         token = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else args.get("token")
+        if auth.startswith("Basic "):  # oauth.v2.access: client credentials (slack_oauth.py)
+            client_id, _, secret = base64.b64decode(auth[6:]).decode("utf-8", "replace").partition(":")
+            args.setdefault("client_id", client_id)
+            args.setdefault("client_secret", secret)
         method = parts.path[len("/api/"):] if parts.path.startswith("/api/") else parts.path.lstrip("/")
         fake = self.server.fake
         reply = fake.answer(method, args, token)
@@ -671,7 +697,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    do_GET = do_POST
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        if parts.path != "/oauth/v2/authorize":
+            return self.do_POST()
+        status, page = self.server.fake.oauth.authorize_page(dict(parse_qsl(parts.query)))
+        data = page.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output quiet

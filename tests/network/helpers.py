@@ -20,8 +20,9 @@ CAP = 40  # home-cache cap of the network tests: small, so caps and cutoffs are 
 
 def exact_settings(**kw) -> NetworkSettings:
     """Network settings that rank Q4 by likes on every read: the reference tests compare each read with the
-    brute-force answer right after each change (tests/network/test_likes_ranking.py covers reused rankings)."""
-    return NetworkSettings(likes_rank_max_age=0, **kw)
+    brute-force answer right after each change (tests/network/test_likes_ranking.py covers reused rankings).
+    A follower-layout move does not wait for other writers to settle: a test's requests run one after another."""
+    return NetworkSettings(**{"likes_rank_max_age": 0, "follower_move_settle": 0.0, **kw})
 
 
 @dataclasses.dataclass

@@ -3,6 +3,7 @@ hybrid threshold off and on. Each test that changes data works on a network of i
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from api.db import get_db
@@ -68,8 +69,11 @@ def test_errors_and_openapi(net, client):
     for path in ("/networks/{network}/accounts/{account_id}/home", "/networks/{network}/search",
                  "/networks/{network}/rankings/{ranking}", "/networks/{network}/rankings/{ranking}/history",
                  "/networks/{network}/posts", "/networks/{network}/posts/{post_id}/likes/{user_id}",
-                 "/networks/{network}/accounts/{account_id}/follows/{target_id}"):
+                 "/networks/{network}/accounts/{account_id}/follows/{target_id}",
+                 "/networks/{network}/rankings/jobs/{job_id}"):
         assert path in spec["paths"], path
+    queued = spec["paths"]["/networks/{network}/rankings"]["post"]["responses"]
+    assert "202" in queued and "Location" in queued["202"]["headers"]
 
 
 def _post(client, net, author: int, text: str, when: str | None = None) -> dict:
@@ -185,13 +189,31 @@ def test_delete_posts(fresh_net, client):
         check_posts(client, net.name, ref, account)
 
 
+def _ranked(client, net) -> dict:
+    """POST /rankings (202 at once, a queued job), the worker's run, then the job's status and its snapshot."""
+    r = client.post(f"/networks/{net.name}/rankings", headers=ADMIN)
+    assert (r.status_code, r.json["status"], r.json["attempts"]) == (202, "queued", 0), r.json
+    assert r.headers["Location"].endswith(r.json["status_url"])
+    assert client.get(r.json["status_url"]).json["status"] == "queued"
+    run_jobs(get_db())
+    job = client.get(r.json["status_url"]).json
+    assert (job["status"], job["attempts"], job["job_id"]) == ("done", 1, r.json["job_id"]), job
+    found = {kind: client.get(f"/networks/{net.name}/rankings/top-{kind}", query_string={"at": job["taken_at"]}
+                              ).json for kind in ("accounts", "followers")}
+    assert found["accounts"]["snapshot_id"] == found["followers"]["snapshot_id"] == job["snapshot_id"]
+    return {"snapshot_id": job["snapshot_id"], "taken_at": job["taken_at"], "accounts": found["accounts"]["accounts"],
+            "followers": found["followers"]["followers"]}
+
+
 def test_rankings_time_series(fresh_net, client):
     net = fresh_net
     ref = net.ref
-    first = client.post(f"/networks/{net.name}/rankings", headers=ADMIN)
-    assert first.status_code == 201
-    check_rankings(first.json, ref)
+    first = _ranked(client, net)
+    check_rankings(first, ref)
     assert client.post(f"/networks/{net.name}/rankings").status_code == 401
+    assert client.get(f"/networks/{net.name}/rankings/jobs/{uuid.uuid1()}").status_code == 404
+    assert client.get(f"/networks/{net.name}/rankings/jobs/{uuid.uuid4()}").status_code == 404  # not time-based
+    assert client.get(f"/networks/{net.name}/rankings/jobs/not-a-uuid").status_code == 404
     # Change the graph: a nobody gains followers and climbs into the top 100.
     climber = sorted(ref.usernames, key=lambda a: (len(ref.followers(a)), a))[0]
     needed = ref.q2(100)[-1][1] + 1
@@ -202,7 +224,7 @@ def test_rankings_time_series(fresh_net, client):
             assert client.put(f"/networks/{net.name}/accounts/{u}/follows/{climber}", headers=ADMIN
                               ).status_code == 200
             ref.follow(u, climber)
-    second = client.post(f"/networks/{net.name}/rankings", headers=ADMIN).json
+    second = _ranked(client, net)
     check_rankings(second, ref)
     assert climber in [a["account_id"] for a in second["accounts"]]
     latest = client.get(f"/networks/{net.name}/rankings/top-accounts").json
@@ -211,12 +233,12 @@ def test_rankings_time_series(fresh_net, client):
     followers = client.get(f"/networks/{net.name}/rankings/top-followers").json
     assert followers["followers"] == second["followers"]
     at_first = client.get(f"/networks/{net.name}/rankings/top-accounts",
-                          query_string={"at": first.json["taken_at"]}).json
-    assert at_first["snapshot_id"] == first.json["snapshot_id"]
-    assert at_first["accounts"] == first.json["accounts"]
+                          query_string={"at": first["taken_at"]}).json
+    assert at_first["snapshot_id"] == first["snapshot_id"]
+    assert at_first["accounts"] == first["accounts"]
     history = client.get(f"/networks/{net.name}/rankings/top-followers/history?limit=100").json["snapshots"]
     ids = [s["snapshot_id"] for s in history]
-    assert ids[:2] == [second["snapshot_id"], first.json["snapshot_id"]]
+    assert ids[:2] == [second["snapshot_id"], first["snapshot_id"]]
     assert client.get(f"/networks/{net.name}/rankings/top-accounts",
                       query_string={"at": "2001-01-01T00:00:00Z"}).status_code == 404
     check_all(client, net, extra=[climber])

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from api.cli import chronicle
 from api.db import get_db
-from api.network import accounts, jobs, search
+from api.network import accounts, job_handlers, jobs, search, top100
 from api.network.jobs import JobWorker
 from api.network.settings import set_network_settings
 from tests.network.checks import check_posts, check_search
@@ -110,3 +110,34 @@ def test_drop_a_network(fresh_net, net, client):
     # The other network is untouched.
     check_posts(client, kept.name, kept.ref, kept.ref.q2(1)[0][0])
     check_search(client, kept.name, kept.ref)
+
+
+def test_a_ranking_job_that_fails_says_so_and_a_done_one_is_not_run_again(client, monkeypatch):
+    db = get_db()
+    network = f"rank{secrets.token_hex(4)}"
+    real = top100.compute_rankings
+    calls = []
+
+    def failing(db_, net, *args, **kw):
+        if net != network:
+            return real(db_, net, *args, **kw)  # other tests' jobs run as usual
+        calls.append(net)
+        if len(calls) == 1:
+            raise RuntimeError("node overloaded")
+        return real(db_, net, *args, **kw)
+
+    monkeypatch.setattr(top100, "compute_rankings", failing)
+    queued = client.post(f"/networks/{network}/rankings", headers=ADMIN).json
+    stop_jobs(db)
+    worker = JobWorker(db, job_handlers.run_job, backoff_seconds=0.0)
+    status = client.get(queued["status_url"])
+    assert status.json["status"] == "queued"
+    worker.run_once()
+    failed = client.get(queued["status_url"]).json
+    assert (failed["status"], failed["attempts"]) == ("failed", 1) and "node overloaded" in failed["error"]
+    worker.drain()  # the retry (due at once: no backoff)
+    done = client.get(queued["status_url"]).json
+    assert (done["status"], done["attempts"], len(calls)) == ("done", 2, 2)
+    # Delivered again (at least once): nothing is computed a second time.
+    assert job_handlers.run_job(db, network, jobs.RANKINGS, queued["job_id"])["already_done"] is True
+    assert len(calls) == 2

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import time
 
+from api.slack import messages
 from tests.slack.helpers import ALL, SHARED_SECRET, envelope, msg, post_envelope, post_event, sign, timeline
 
 
@@ -216,11 +217,16 @@ def test_raw_event_is_kept_compressed(client, db, settings, unique_channel):
     env = envelope("T1", event, event_id="EvRAW1")
     assert post_envelope(client, env).status_code == 200
     us = ts_to_us("1700000000.000100")
-    row = db.execute_raw("SELECT raw FROM slack_messages WHERE team_id=%s AND channel_id=%s AND day=%s AND ts=%s",
-                         ("T1", c, day_of(us), us)).one()
+    # Out of the timeline row (issue 30): in its own table, one partition per channel-hour, read by ts.
+    row = db.execute_raw("SELECT raw FROM slack_message_raw WHERE team_id=%s AND channel_id=%s AND hour=%s "
+                         "AND ts=%s", ("T1", c, us // 3_600_000_000, us)).one()
     raw = bytes(row.raw)
     assert json.loads(zstandard.ZstdDecompressor().decompress(raw)) == env
     assert len(raw) < len(json.dumps(env))
+    assert messages.raw_event(db, "T1", c, us) == env
+    page = db.execute_raw("SELECT * FROM slack_messages WHERE team_id=%s AND channel_id=%s AND day=%s",
+                          ("T1", c, day_of(us))).one()
+    assert page.raw is None  # the timeline row no longer carries it
 
 
 def test_events_path_comes_from_the_app_settings(settings, db):

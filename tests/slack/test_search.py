@@ -10,6 +10,7 @@ import json
 import random
 import re
 import unicodedata
+import zlib
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -63,6 +64,8 @@ def _text(rng: random.Random, mention: bool) -> str:
     words = rng.sample(VOCAB, rng.randint(1, 5))
     if rng.random() < 0.3:
         words.insert(rng.randrange(len(words) + 1), "rolled back")
+    if zlib.crc32(" ".join(words).encode()) % 8 == 0:  # a link (has:link; its words are none of VOCAB's),
+        words.append("<https://example.org/page|runbook>")  # chosen without drawing from `rng`
     if mention:
         words.append(rng.choice(["<@UANN1>", "<@UBOB2|bob>", "<#CRND2|random>"]))
     return " ".join(words)
@@ -208,7 +211,11 @@ QUERIES: list[tuple[str, Any]] = [
     ("#random coffee", lambda m: "CRND2" in _mentions(m) and _has(m, "coffee")),
     ("incident has:reaction", lambda m: _has(m, "incident") and bool(m.reactions)),
     ("has:file in:#random", lambda m: m.files and m.channel == "CRND2"),
-    ("is:thread", None),  # no word: refused (422), checked below
+    ("is:thread", lambda m: m.thread_ts is not None or m.replies > 0),  # a flag alone drives
+    ("has:file", lambda m: m.files),
+    ("has:reaction", lambda m: bool(m.reactions)),
+    ("has:link", lambda m: "<https://" in m.text),
+    ("has:link deploy -budget", lambda m: "<https://" in m.text and _has(m, "deploy") and not _has(m, "budget")),
     ("in:#random is:thread", lambda m: m.channel == "CRND2" and (m.thread_ts is not None or m.replies > 0)),
     ("notes after:2026-01-10 before:2026-01-20",
      lambda m: _has(m, "notes") and date(2026, 1, 10) < _day(m) < date(2026, 1, 20)),
@@ -306,8 +313,70 @@ def test_a_read_budget_cuts_pages_short_and_paging_still_finds_everything(client
     assert pages > 3
 
 
+class _Meter:
+    """Rows one request reads, counted from the reads themselves: postings returned, message rows asked for."""
+
+    def __init__(self, monkeypatch) -> None:
+        from api.slack import messages, search_index
+        self.postings = self.confirmed = 0
+        start_postings, start_candidates = search_index.start_postings, messages.start_candidates
+        meter = self
+
+        class Counted:
+            def __init__(self, future) -> None:
+                self.future = future
+
+            def result(self):
+                rows = list(self.future.result())
+                meter.postings += len(rows)
+                return rows
+
+        def postings(*args, **kwargs):
+            return Counted(start_postings(*args, **kwargs))
+
+        def candidates(db, team_id, channel_id, day, ts_list):
+            meter.confirmed += len(ts_list)
+            return start_candidates(db, team_id, channel_id, day, ts_list)
+
+        monkeypatch.setattr(search_index, "start_postings", postings)
+        monkeypatch.setattr(messages, "start_candidates", candidates)
+
+    def take(self) -> tuple[int, int]:
+        out, self.postings, self.confirmed = (self.postings, self.confirmed), 0, 0
+        return out
+
+
+@pytest.mark.parametrize(("q", "probe"), [("in:#random", 256), ("deploy -budget", 1), ("has:link deploy", 1)])
+def test_the_read_budget_counts_confirmations_and_holds_inside_a_batch(client, archive, monkeypatch, q, probe):
+    """A small budget, checked before every read: no request reads more than it (postings, plus CONFIRM_COST per
+    message row confirmed), whether the rows are candidates to confirm (in:#random: many per day), days read
+    in slices (PROBE 1: no clause fits), or a flag; paging still gives the whole answer."""
+    monkeypatch.setattr(search, "MAX_ROWS", 120)
+    monkeypatch.setattr(search, "CONFIRM_COST", 10)
+    monkeypatch.setattr(search, "PROBE", probe)
+    meter = _Meter(monkeypatch)
+    predicate = dict(QUERIES)[q] if q in dict(QUERIES) else (lambda m: "<https://" in m.text and _has(m, "deploy"))
+    expected = reference(archive, predicate)
+    got, cursor, pages = [], None, 0
+    while True:
+        r = client.get(f"/slack/teams/{TEAM}/search", headers=ALL,
+                       query_string={"q": q, "limit": 50, **({"cursor": cursor} if cursor else {})})
+        assert r.status_code == 200, r.json
+        postings, confirmed = meter.take()
+        # the budget, plus what one request may take past it to get anywhere: one day's probes, one row
+        assert postings + 10 * confirmed <= 120 + 3 * probe + 10, (postings, confirmed)
+        pages += 1
+        got.extend(r.json["messages"])
+        cursor = r.json.get("next_cursor")
+        if not cursor:
+            break
+        assert pages < 300
+    assert [(m["channel_id"], m["ts"]) for m in got] == expected and expected
+    assert pages >= 2  # cut short at least once
+
+
 @pytest.mark.parametrize(("params", "status", "reason"), [
-    ({"q": "is:thread"}, 422, "a search needs a word"),
+    ({"q": "-deploy"}, 422, "a search needs a word"),
     ({"q": "x from:@nobody"}, 422, "no user named @nobody"),
     ({"q": "x in:#nowhere"}, 422, "no channel named #nowhere"),
     ({"q": "x on:2026-02-30"}, 422, "on: takes a date"),
@@ -357,13 +426,18 @@ def test_an_edit_is_searchable_at_once_and_old_words_stop_matching(client, archi
 OLD_UPSERT = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET msg_ts = ?, user_id = ?, text = ? "
     "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?")
+OLD_REACT = Statement(
+    "UPDATE slack_messages SET reactions = reactions + ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?")
 OLD_DAY = Statement("INSERT INTO slack_channel_days (team_id, channel_id, day) VALUES (?, ?, ?)")
 OLD_INDEX = Statement("INSERT INTO slack_channel_index (team_id, channel_id, name) VALUES (?, ?, ?)")
+# What version 1 of index-search recorded for a channel it finished (no version column then).
+V1_DONE = Statement("UPDATE slack_search_backfill SET next_day = -1, messages = ? WHERE team_id = ? AND channel_id = ?")
 
 
 def test_index_search_indexes_messages_stored_before_search_and_resumes(client, db, monkeypatch):
     team = "TSEARCHOLD"
     channels = {"COLDA": 3, "COLDB": 2}  # channel -> days with two messages each
+    reacted = None
     for channel, days in channels.items():
         db.execute(OLD_INDEX, (team, channel, channel.lower()))
         for day in range(days):
@@ -371,28 +445,35 @@ def test_index_search_indexes_messages_stored_before_search_and_resumes(client, 
                 us = int((BASE + timedelta(days=day, hours=k)).timestamp() * 1_000_000)
                 db.execute(OLD_UPSERT, (us, _ts(us), "UOLD1", f"archived fossil {channel} {day}", team, channel,
                                         us // 86_400_000_000, us))
+                if channel == "COLDB" and day == 1 and k == 0:
+                    db.execute(OLD_REACT, ({("tada", "UOLD2")}, team, channel, us // 86_400_000_000, us))
+                    reacted = _ts(us)
             db.execute(OLD_DAY, (team, channel, int((BASE + timedelta(days=day)).timestamp()) // 86_400))
+    db.execute(V1_DONE, (4, team, "COLDB"))  # as if version 1 had indexed COLDB's words (here it did not)
 
     def search_old(q: str) -> list[dict]:
         r = client.get(f"/slack/teams/{team}/search", headers=ALL, query_string={"q": q, "limit": 100})
         assert r.status_code == 200, r.json
         return r.json["messages"]
 
+    def run(*args: str) -> dict:
+        result = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
     monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
     assert search_old("fossil") == []
-    dry = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--dry-run", "--no-progress"])
-    assert dry.exit_code == 0, dry.output
     # 10 messages, each with 4 words (archived, fossil, the channel id, the day) plus from: and in: terms, and
-    # the day listings of those terms
-    counted = json.loads(dry.stdout)
-    assert counted["messages"] == 10 and counted["rows"] > 10 * 6
+    # the day listings of those terms (COLDB, finished by version 1: its flags only)
+    counted = run("--dry-run")
+    assert counted["messages"] == 10 and counted["rows"] > 6 * 6
     assert search_old("fossil") == []  # a dry run writes nothing
-    one = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--channels", "COLDA", "--no-progress"])
-    assert one.exit_code == 0 and json.loads(one.stdout)["messages"] == 6
+    assert run("--channels", "COLDA")["messages"] == 6
     assert {m["channel_id"] for m in search_old("fossil")} == {"COLDA"}
-    rest = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress"])
-    assert json.loads(rest.stdout)["messages"] == 4  # COLDA is done: resumed, not redone
+    assert run()["messages"] == 4  # COLDA is done: resumed, not redone; COLDB walked again for its flags
+    assert [m["ts"] for m in search_old("has:reaction")] == [reacted]
+    assert {m["channel_id"] for m in search_old("fossil")} == {"COLDA"}  # flags only: v1's words not rewritten
+    assert run()["messages"] == 0  # every channel at version 2
+    assert run("--restart")["messages"] == 10
     assert len(search_old("fossil")) == 10 and len(search_old("fossil colda 2")) == 2
-    again = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--restart", "--no-progress"])
-    assert json.loads(again.stdout)["messages"] == 10 and len(search_old("fossil")) == 10
     assert CliRunner().invoke(cli, ["slack", "index-search"]).exit_code == 2

@@ -78,3 +78,18 @@ def test_parse_reads_modifiers_phrases_and_exclusions():
 def test_parse_rejects_what_it_cannot_read(q, reason):
     with pytest.raises(SearchError, match=reason):
         parse(q)
+
+
+def test_flag_terms_say_which_has_and_is_hold():
+    from api.slack.search_index import flag_terms
+
+    def flags(**kw):
+        base = {"files": None, "text": "plain", "message_content": None, "ts": 100, "thread_ts": None}
+        return flag_terms(**{**base, **kw})
+
+    assert flags() == []
+    assert flags(text="see <https://x.org/a|the doc>") == ["has:link"]
+    assert flags(message_content={"attachments": [{"title_link": "https://x.org"}]}) == ["has:link"]
+    assert flags(files=[{"id": "F1"}], thread_ts=50, reacted=True) == ["has:file", "has:reaction", "is:thread"]
+    assert flags(thread_ts=100) == []  # a thread head is one once it has replies
+    assert flags(thread_ts=100, replied=True) == ["is:thread"]

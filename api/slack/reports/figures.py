@@ -34,6 +34,9 @@ TOP = 20  # rows of each "top" list
 CHANNEL_USER_COLUMNS = ("user", "messages", "previous_messages", "words", "previous_words")
 TOP_MESSAGES = 10
 TOP_PER_CHANNEL = 5
+# Channels whose rows are read ahead of the pass: the rows are streamed (a page of at most 5,000 rows per
+# channel in memory at a time), so memory follows the pairs counted, not the week's messages.
+ROWS_IN_FLIGHT = 4
 _US_PER_HOUR = 3600 * US_PER_SECOND
 # 1970-01-01 was a Thursday: weekday (Monday = 0) of UTC day d is (d + 3) % 7.
 _EPOCH_WEEKDAY = 3
@@ -224,7 +227,8 @@ def read_inputs(db: Database, team_id: str, period: Period, *, include_private: 
     members = {head: [(r.observed_at, r.members, r.source) for f in pair for r in f.result()]
                for head, pair in member_futures.items()}
     return Inputs(team_id=team_id, period=period, channel_names=names, chain_head=chain_head,
-                  rows=messages.report_rows(db, team_id, channel_days), users=users.every_user(db, team_id),
+                  rows=messages.report_rows(db, team_id, channel_days, in_flight=ROWS_IN_FLIGHT),
+                  users=users.every_user(db, team_id),
                   members=members)
 
 

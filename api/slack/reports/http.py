@@ -17,13 +17,15 @@ from api.context import get_db
 from api.pages import CONTENT_SECURITY_POLICY
 from api.paging import sign_cursor, verify_cursor
 from api.slack.codec import is_slack_id
-from api.slack.reports import blocks, render, service
+from api.slack.reports import render, service
 from api.slack.reports.anonymise import anonymise as anonymised_copy
 from api.slack.reports.period import BadPeriod, Period, last_full_week
 from api.slack.reports.schemas import (
+    JOB_ID_PATTERN,
     REPORT_ID_PATTERN,
     GenerateBody,
     ReportArgs,
+    ReportJobSchema,
     ReportListArgs,
     ReportListSchema,
     ReportSchema,
@@ -33,7 +35,7 @@ from api.slack.schemas import error_responses, path_parameters
 blp = Blueprint("slack_reports", __name__, description="Slack activity reports (weekly, any period)")
 
 _ERRORS = {400: "invalid cursor", 401: "missing or unknown token", 403: "token not allowed (or not the admin token)",
-           404: "no such workspace id or stored report", 422: "invalid parameters", 503: "database unavailable"}
+           404: "no such workspace id, stored report or job", 422: "invalid parameters", 503: "database unavailable"}
 _REPORT_PARAM = {"in": "path", "name": "report_id", "required": True, "schema": {
     "type": "string", "pattern": REPORT_ID_PATTERN},
     "description": "{start_day}-{days}, e.g. 2026-11-15-7; with .html the HTML page"}
@@ -122,14 +124,15 @@ def _html_response(page: str) -> Response:
 
 @blp.route("/slack/teams/<team_id>/reports", methods=["POST"], parameters=path_parameters("team_id"))
 @blp.arguments(GenerateBody, location="json", required=False)
-@blp.response(201, ReportSchema)
+@blp.response(202, ReportJobSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 503)
 def generate_report(body: dict[str, Any], team_id: str):
-    """Generate (or regenerate) and store the report of a period (admin token): `start` (default: the latest
-    Sunday-start week that has ended) and `days` (default 7), compared with the period before. Readers of the
-    stored report see the old one or the new one, never a mix. With `post`, it is also posted to Slack (the
-    outcome is in `delivery`)."""
+    """Queue the generation (or regeneration) of the report of a period (admin token) and answer at once with
+    the job (202): `start` (default: the latest Sunday-start week that has ended) and `days` (default 7),
+    compared with the period before. `chronicle slack report-worker` computes and stores it; follow
+    `status_url`. Readers of the stored report see the old one or the new one, never a mix. With `post`, it is
+    also posted to Slack (the outcome is in the job's `result.delivery`)."""
     _check_team(team_id)
     require_admin(_settings())
     try:
@@ -138,15 +141,38 @@ def generate_report(body: dict[str, Any], team_id: str):
     except BadPeriod as exc:
         abort(422, message=str(exc), errors={"json": {"start": [str(exc)]}})
     try:
-        document = service.generate(get_db(), team_id, period, include_private=body["include_private"])
+        job = service.submit(get_db(), team_id, period, include_private=body["include_private"],
+                             post=body["post"], per_channel=body["per_channel"], anonymise=body["anonymise"])
     except service.UnknownWorkspace as exc:
         abort(404, message=str(exc))
-    if body["post"]:
-        try:
-            delivery = service.post(document, _settings().slack, per_channel=body["per_channel"],
-                                    anonymised=body["anonymise"])
-            document["delivery"] = {"posted": [{"channel": c, "ts": t} for c, t in delivery.posted],
-                                    "skipped": [{"target": c, "reason": r} for c, r in delivery.skipped]}
-        except blocks.PostError as exc:
-            document["delivery"] = {"posted": [], "skipped": [], "error": str(exc)}
-    return document, 201
+    return _with_links(job), 202
+
+
+_JOB_PARAM = {"in": "path", "name": "job_id", "required": True, "schema": {"type": "string", "pattern": JOB_ID_PATTERN},
+              "description": "the job id a POST of .../reports answered"}
+
+
+@blp.route("/slack/teams/<team_id>/reports/jobs/<job_id>", methods=["GET"],
+           parameters=[*path_parameters("team_id"), _JOB_PARAM])
+@blp.response(200, ReportJobSchema)
+@blp.doc(security=[{"bearer": []}])
+@_errors(401, 403, 404, 503)
+def report_job(team_id: str, job_id: str):
+    """The state of a queued report generation (admin token): queued, running, done (with `messages` and
+    `report_url`) or failed (with `error`). Jobs are kept 14 days."""
+    _check_team(team_id)
+    require_admin(_settings())
+    if not re.fullmatch(JOB_ID_PATTERN, job_id):
+        abort(404, message=f"no such job: {job_id[:40]!r}")
+    job = service.job(get_db(), team_id, job_id)
+    if job is None:
+        abort(404, message=f"no report job {job_id} for workspace {team_id} (jobs are kept 14 days)")
+    return _with_links(job)
+
+
+def _with_links(job: dict[str, Any]) -> dict[str, Any]:
+    base = f"/slack/teams/{job['team_id']}/reports"
+    out = {**job, "status_url": f"{base}/jobs/{job['job_id']}"}
+    if job["state"] == "done":
+        out["report_url"] = f"{base}/{job['report_id']}"
+    return out

@@ -8,6 +8,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from api.schema_fields import plain_fields
 from api.slack.reports.period import MAX_DAYS
 from api.slack.schemas import CURSOR_MAX_CHARS, CURSOR_PATTERN
 
@@ -46,14 +47,9 @@ class GenerateBody(Schema):
     anonymise = JsonBoolean(load_default=False, metadata={"description": "with post: post it anonymised"})
 
 
-class ReportEntrySchema(Schema):
-    report_id = fields.String(required=True)
-    start = fields.String(required=True)
-    days = fields.Integer(required=True)
-    generated_at = fields.String(required=True)
-    messages = fields.Integer(allow_none=True)
-    size_bytes = fields.Integer(allow_none=True)
-    compressed_bytes = fields.Integer(allow_none=True)
+class ReportEntrySchema(plain_fields(strings="report_id start generated_at", integers="days", required=True),
+                        plain_fields(integers="messages size_bytes compressed_bytes", nullable=True)):
+    pass
 
 
 class ReportListSchema(Schema):
@@ -62,27 +58,40 @@ class ReportListSchema(Schema):
     next_cursor = fields.String(allow_none=True, metadata={"description": "the next page; null on the last"})
 
 
-class ReportSchema(Schema):
-    team_id = fields.String(required=True)
-    report_id = fields.String(required=True)
+class ReportSchema(plain_fields(strings="team_id report_id generated_at",
+                                dicts="users activity reactions mentions threads top_messages new_users first_posts "
+                                      "names", required=True),
+                   plain_fields(booleans="include_private anonymised", dicts="stats")):
     period = fields.Dict(required=True, metadata={"description": "{start, end, days}"})
     previous = fields.Dict(required=True, metadata={"description": "the period compared with"})
-    generated_at = fields.String(required=True)
     totals = fields.Dict(required=True, metadata={"description": "{key: {value, previous, change}}"})
-    users = fields.Dict(required=True)
     channels = fields.List(fields.Dict(), required=True, metadata={
         "description": "per channel: messages, words (figures) and users, a table of channel_user_columns"})
     channel_user_columns = fields.List(fields.String(), required=True)
-    activity = fields.Dict(required=True)
-    reactions = fields.Dict(required=True)
-    mentions = fields.Dict(required=True)
-    threads = fields.Dict(required=True)
-    top_messages = fields.Dict(required=True)
-    new_users = fields.Dict(required=True)
-    first_posts = fields.Dict(required=True)
     members = fields.List(fields.Dict(), required=True)
-    names = fields.Dict(required=True)
-    stats = fields.Dict()
-    include_private = fields.Boolean()
-    anonymised = fields.Boolean()
     delivery = fields.Dict(metadata={"description": "with post: {posted: [{channel, ts}], skipped, error}"})
+
+
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
+
+
+class ReportJobSchema(Schema):
+    """A queued report generation (POST answers it with 202; GET .../reports/jobs/{job_id} shows it)."""
+
+    team_id = fields.String(required=True)
+    job_id = fields.String(required=True, metadata={"pattern": JOB_ID_PATTERN})
+    report_id = fields.String(required=True, metadata={"description": "the report it makes: {start_day}-{days}"})
+    state = fields.String(required=True, validate=validate.OneOf(["queued", "running", "done", "failed"]),
+                          metadata={"description": "queued -> running -> done | failed (a retried attempt is "
+                                                   "queued again, with its error)"})
+    options = fields.Dict(metadata={"description": "{start, days, include_private, post, per_channel, anonymise}"})
+    submitted_at = fields.String()
+    started_at = fields.String()
+    finished_at = fields.String()
+    attempts = fields.Integer()
+    messages = fields.Integer(metadata={"description": "done: messages counted in the period"})
+    result = fields.Dict(metadata={"description": "done: {stats, delivery} (delivery with post: {posted, skipped, "
+                                                  "error})"})
+    error = fields.String(metadata={"description": "failed: why (or the last retried attempt's error)"})
+    status_url = fields.String(metadata={"description": "where to follow the job (GET)"})
+    report_url = fields.String(metadata={"description": "the stored report (GET), once done"})

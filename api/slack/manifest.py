@@ -1,0 +1,99 @@
+"""Chronicle's Slack app manifest (docs/slack-app.md): the scopes each feature needs, the events the archive
+consumes, the OAuth redirect URL. `chronicle slack manifest --url https://host` prints it filled in;
+slack/manifest.yml is the same with a placeholder host (tests/slack/test_manifest.py keeps the two equal and
+checks every handled event type is subscribed and every Web API method called is covered by a scope)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+PLACEHOLDER_URL = "https://chronicle.example.com"
+EVENTS_PATH = "/slack/events"
+REDIRECT_PATH = "/slack/oauth_redirect"
+
+# Each Web API method Chronicle calls with a bot token -> the bot scopes it needs (any one of a tuple's entries
+# for public vs private channels is listed: both are requested). Search is local: no search scope.
+METHOD_SCOPES: dict[str, tuple[str, ...]] = {
+    "auth.test": (),  # backfill's workspace check; the install's bot id
+    "users.list": ("users:read",),  # backfill: profiles
+    "conversations.list": ("channels:read", "groups:read"),  # backfill: channels (private with --include-private)
+    "conversations.info": ("channels:read", "groups:read"),
+    "conversations.members": ("channels:read", "groups:read"),  # backfill: member counts
+    "conversations.history": ("channels:history", "groups:history"),  # backfill: history
+    "conversations.replies": ("channels:history", "groups:history"),  # backfill: threads
+    "chat.postMessage": ("chat:write",),  # reports: the workspace post and personal DMs
+    "oauth.v2.access": (),  # install and token rotation: client credentials, no bot scope
+    "apps.connections.open": (),  # Socket Mode: the app-level token (connections:write), not a bot scope
+}
+# Scopes used without a Web API method: url_private downloads (file worker), reaction events.
+OTHER_SCOPES: dict[str, str] = {"files:read": "the file worker downloads url_private with the bot token",
+                                "reactions:read": "reaction_added / reaction_removed events"}
+
+# Each event type the ingest handles (payloads._PARSERS) -> the bot events that deliver it. Message subtypes
+# (channel_purpose, channel_topic, channel_convert_to_*) arrive as message events.
+_MESSAGES = ("message.channels", "message.groups")
+EVENT_SUBSCRIPTIONS: dict[str, tuple[str, ...]] = {
+    "message": _MESSAGES,
+    "reaction_added": ("reaction_added",),
+    "reaction_removed": ("reaction_removed",),
+    "channel_created": ("channel_created",),
+    "channel_rename": ("channel_rename",),
+    "channel_deleted": ("channel_deleted",),
+    "channel_archive": ("channel_archive",),
+    "channel_unarchive": ("channel_unarchive",),
+    "channel_id_changed": ("channel_id_changed",),
+    "channel_purpose": _MESSAGES,
+    "channel_topic": _MESSAGES,
+    "channel_convert_to_private": _MESSAGES,
+    "channel_convert_to_public": _MESSAGES,
+    "user_change": ("user_change",),
+    "team_join": ("team_join",),
+    # installations.py: disable a workspace's tokens, keep its archive.
+    "app_uninstalled": ("app_uninstalled",),
+    "tokens_revoked": ("tokens_revoked",),
+}
+
+
+def bot_scopes() -> list[str]:
+    """Every bot scope the app asks for (the manifest's and the install URL's), sorted."""
+    return sorted({s for scopes in METHOD_SCOPES.values() for s in scopes} | set(OTHER_SCOPES))
+
+
+def bot_events() -> list[str]:
+    return sorted({e for events in EVENT_SUBSCRIPTIONS.values() for e in events})
+
+
+def manifest(url: str = PLACEHOLDER_URL, *, socket_mode: bool = False, name: str = "Chronicle") -> dict[str, Any]:
+    """The manifest for a Chronicle served at `url` (its https origin); with Socket Mode, no request URL."""
+    base = url.rstrip("/")
+    events: dict[str, Any] = {"bot_events": bot_events()}
+    if not socket_mode:
+        events = {"request_url": base + EVENTS_PATH, **events}
+    return {
+        "_metadata": {"major_version": 2, "minor_version": 1},
+        "display_information": {
+            "name": name,
+            "description": "Archives this workspace's public channels: search, reports, tagging.",
+            "background_color": "#1d1c1d",
+        },
+        "features": {"bot_user": {"display_name": name, "always_online": False}},
+        "oauth_config": {
+            "redirect_urls": [base + REDIRECT_PATH],
+            "scopes": {"bot": bot_scopes()},
+        },
+        "settings": {
+            "event_subscriptions": events,
+            "org_deploy_enabled": True,  # Enterprise Grid: installable on a whole org
+            "socket_mode_enabled": socket_mode,
+            "token_rotation_enabled": True,  # 12-hour bot tokens with refresh tokens (installations.bot_token)
+        },
+    }
+
+
+def render(url: str = PLACEHOLDER_URL, *, socket_mode: bool = False) -> str:
+    """The manifest as YAML (what Slack's "Create an app > From a manifest" takes)."""
+    header = ("# Chronicle's Slack app manifest (docs/slack-app.md). Generated by `chronicle slack manifest --url "
+              f"{url.rstrip('/')}`;\n# replace the host with yours (the command does it for you).\n")
+    return header + yaml.safe_dump(manifest(url, socket_mode=socket_mode), sort_keys=False, width=120)

@@ -1,0 +1,323 @@
+"""Slack Socket Mode: the same events as the Events endpoint, received over a WebSocket the app opens itself (no
+public URL), through slack-sdk's built-in Socket Mode client (`slack_sdk.socket_mode.SocketModeClient`).
+
+One ingest path: an `events_api` envelope's payload is the Events API body, so it goes through `payloads.parse` and
+`events.handle`, exactly what the HTTP endpoint calls after the signature check (the WebSocket itself is what the
+app-level token authenticates). The envelope is acknowledged only once `handle` returned, i.e. once its rows are
+written: an envelope whose write failed (Cassandra unavailable), or that was in flight when the socket dropped, is
+not acknowledged, and Slack delivers it again (`retry_attempt` + 1), on this connection or the next. The redelivery
+converges like an Events API retry (every row is written at its event time), so an event is neither lost nor
+stored twice. A payload `handle` refuses (BadEvent, a 400 on the HTTP path) is acknowledged: a redelivery would be
+refused again. Envelopes of other types (slash commands, interactivity) are acknowledged and ignored.
+
+Reconnection is slack-sdk's (docs/slack.md, "Socket Mode", lists what is relied on): on a `disconnect` message it
+opens a new connection, then closes the old one; on a close frame it reconnects at once; a socket that died
+otherwise is found by its ping monitor (every `ping_interval` seconds). Added here, in `check`
+(the worker loop's pass) and `_on_raw`: a connection that is gone (reset) or at end of stream (a FIN without a
+close frame: slack-sdk then reads empty bytes in a busy loop until 5 pings failed, ~30 s) is replaced at the next
+pass instead; on a `disconnect` message the old socket's read timeout is cut to 20 ms, so slack-sdk's switch to
+the new connection (which waits for the old socket's blocking read, up to 3 s) is not held up; and its session
+runner looks for the new connection every 10 ms instead of 100 ms. Each delay would otherwise be an ack delay for
+the envelopes Slack sends on the new connection meanwhile. The session runner itself is replaced (`_run_session`:
+slack-sdk's reads the session and its state apart, a race that leaves it deaf after a reconnect), and `close` is
+bounded (`_close_client`).
+
+The app-level token is never logged: slack-sdk logs through a logger of this object's own, at INFO at most (its
+DEBUG lines carry request bodies, where apps.connections.open puts the token), with tokens and WebSocket tickets
+redacted from every line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import select
+import socket
+import threading
+from typing import Any
+
+import structlog
+from cassandra import DriverException
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+
+from api.config import Settings
+from api.db import Database
+from api.slack import events, payloads
+from api.slack.payloads import BadEvent
+
+log = structlog.get_logger("chronicle.slack")
+
+_SECRETS = re.compile(r"xapp-[A-Za-z0-9-]+|xox[a-z]-[A-Za-z0-9-]+|(ticket=)[^&\s'\"]+")
+# The old socket's read timeout once Slack asked to reconnect (slack-sdk's is 3 s, see the module docstring).
+_LEAVING_READ_TIMEOUT = 0.02
+# How often slack-sdk's session runner looks for a new connection to read once the old one ended (its own: 0.1 s,
+# during which the new connection's envelopes wait unread).
+_SESSION_POLL = 0.01
+_CLOSE_TIMEOUT = 10.0  # seconds a close waits for slack-sdk's threads
+
+
+class SocketModeError(Exception):
+    """Slack refused to open a Socket Mode connection (bad or revoked app token, Socket Mode off)."""
+
+
+@dataclasses.dataclass
+class Stats:
+    """What happened since the last pass: envelopes received, stored (acked), ignored (acked: unhandled type,
+    channel not archived), refused (BadEvent, acked), failed (not acked: Slack redelivers), others (non-event
+    envelopes, acked), redelivered (retry_attempt > 0), reconnects (connections opened after the first)."""
+
+    received: int = 0
+    stored: int = 0
+    ignored: int = 0
+    refused: int = 0
+    failed: int = 0
+    others: int = 0
+    redelivered: int = 0
+    reconnects: int = 0
+
+    def add(self, other: Stats) -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def total(self) -> int:
+        return sum(dataclasses.astuple(self))
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+def ingest_payload(db: Database, settings: Settings, payload: Any) -> str:
+    """Store an Events API payload (the body the Events endpoint would receive): the endpoint's own `handle` over
+    the typed envelope. Returns the outcome ("stored", "ignored: <why>"); BadEvent for a payload that cannot be
+    stored; a Cassandra failure propagates."""
+    return events.handle(db, settings, payloads.parse(payload))
+
+
+class _Redact(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = _SECRETS.sub(lambda m: f"{m.group(1) or ''}[redacted]", message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+def sdk_logger() -> logging.Logger:
+    """A logger for slack-sdk: its own object (not in logging's registry, so no filter accumulates on a shared
+    one), at INFO at most (or the level `chronicle.slack` logs at, if higher), secrets redacted, records passed
+    on to the `chronicle.slack` handlers."""
+    parent = logging.getLogger("chronicle.slack")
+    logger = logging.Logger("chronicle.slack.socket_mode.sdk", level=max(logging.INFO, parent.getEffectiveLevel()))
+    logger.parent = parent
+    logger.addFilter(_Redact())
+    return logger
+
+
+class SocketModeIngest:
+    """A Socket Mode connection (slack-sdk's client and its threads) feeding `ingest_payload`: `start`, then
+    `check` once per worker-loop pass, `close` at the end."""
+
+    def __init__(self, db: Database, settings: Settings, *, app_token: str | None = None,
+                 api_url: str | None = None) -> None:
+        slack = settings.slack
+        self.db = db
+        self.settings = settings
+        self._app_token = app_token or slack.app_token
+        if not self._app_token:
+            raise SocketModeError("no app-level token: set CHRONICLE_SLACK_APP_TOKEN (xapp-...)")
+        self._api_url = api_url or slack.api_url
+        self._logger = sdk_logger()
+        self._lock = threading.Condition()
+        self._stats = Stats()
+        self._in_flight = 0
+        self._closing = False
+        self._hellos = 0
+        self.client: SocketModeClient | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the first connection; SocketModeError when Slack refuses the app token. Slack unreachable is
+        not fatal: `check` tries again at every pass."""
+        web = WebClient(base_url=self._api_url, logger=self._logger)
+        slack = self.settings.slack
+        client = SocketModeClient(self._app_token, logger=self._logger, web_client=web,
+                                  ping_interval=slack.socket_ping_interval, concurrency=slack.socket_concurrency,
+                                  on_message_listeners=[self._on_raw])
+        client.socket_mode_request_listeners.append(self._on_request)
+        client.current_session_runner.target = lambda: _run_session(client)
+        client.current_session_runner.interval_seconds = _SESSION_POLL
+        self.client = client
+        try:
+            with client.connect_operation_lock:  # as every reconnect is: _run_session reads a consistent pair
+                client.connect()
+        except SlackApiError as exc:
+            client.close()
+            raise SocketModeError(f"apps.connections.open: {exc.response.get('error', 'refused')}") from None
+        except Exception as exc:  # noqa: BLE001 - unreachable for now (DNS, network): the passes retry
+            log.warning("slack_socket_mode_connect_failed", error=_SECRETS.sub("[redacted]", repr(exc))[:300])
+
+    def check(self) -> Stats:
+        """One pass of the worker loop: replace a connection that is gone or at end of stream (module docstring),
+        and return what happened since the last pass. A failed reconnect is logged and tried again next pass."""
+        client = self.client
+        if client is not None and not self._closing:
+            try:
+                session = client.current_session
+                if session is None or not session.is_active():
+                    client.connect_to_new_endpoint()  # no-op when slack-sdk's monitor got there first
+                elif _at_end_of_stream(session):
+                    log.info("slack_socket_mode_eof", session=session.session_id)
+                    # Close that session, then reconnect unless another thread already did (not forced: two
+                    # threads noticing one death open one connection).
+                    session.close()
+                    client.connect_to_new_endpoint()
+            except Exception as exc:  # noqa: BLE001 - Slack or the network unreachable: the next pass retries
+                log.warning("slack_socket_mode_reconnect_failed", error=_SECRETS.sub("[redacted]", repr(exc))[:300])
+        with self._lock:
+            stats, self._stats = self._stats, Stats()
+        return stats
+
+    def is_connected(self) -> bool:
+        return self.client is not None and self.client.is_connected()
+
+    def close(self, drain_seconds: float = 10.0) -> None:
+        """Stop taking envelopes (new ones stay unacknowledged: Slack sends them again, to another connection or
+        after a restart), let those being stored finish and be acknowledged, then close the connection."""
+        with self._lock:
+            self._closing = True
+            self._lock.wait_for(lambda: self._in_flight == 0, timeout=drain_seconds)
+        if self.client is not None:
+            # slack-sdk's close waits for its reader, blocked in a read of up to 3 s: end the read side now (the
+            # acks are all sent; beneath TLS, so the wrapper is not involved).
+            sock = getattr(self.client.current_session, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RD)
+            # Bounded: slack-sdk's close joins its threads (daemon threads: a process exits without them).
+            closer = threading.Thread(target=_close_client, args=(self.client,), daemon=True,
+                                      name="socket-mode-close")
+            closer.start()
+            closer.join(_CLOSE_TIMEOUT)
+            if closer.is_alive():
+                log.warning("slack_socket_mode_close_timeout", seconds=_CLOSE_TIMEOUT)
+
+    # -- slack-sdk's callbacks (its threads) -----------------------------------------------------------------
+
+    def _on_raw(self, message: str) -> None:
+        # On slack-sdk's reader thread, before the message is queued. Counts connections (each starts with hello);
+        # when Slack asks to reconnect, makes the old socket's blocking read return soon, so the switch to the new
+        # connection is not held up (module docstring).
+        head = message[:40]
+        if "hello" not in head and "disconnect" not in head:
+            return
+        try:
+            kind = json.loads(message).get("type")
+        except (ValueError, AttributeError):
+            return
+        if kind == "hello":
+            with self._lock:
+                self._hellos += 1
+                if self._hellos > 1:
+                    self._stats.reconnects += 1
+            return
+        session = self.client.current_session if self.client is not None else None
+        sock = getattr(session, "sock", None)
+        if kind == "disconnect" and sock is not None:
+            log.info("slack_socket_mode_disconnect", reason=json.loads(message).get("reason"))
+            with contextlib.suppress(OSError):
+                sock.settimeout(_LEAVING_READ_TIMEOUT)
+
+    def _on_request(self, client: SocketModeClient, request: SocketModeRequest) -> None:
+        with self._lock:
+            if self._closing:
+                return  # not acknowledged: Slack delivers it again
+            self._in_flight += 1
+        try:
+            self._handle(client, request)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+
+    def _handle(self, client: SocketModeClient, request: SocketModeRequest) -> None:
+        count: dict[str, int] = {"received": 1, "redelivered": int(bool(request.retry_attempt))}
+        try:
+            if request.type != "events_api":
+                count["others"] = 1
+            else:
+                outcome = ingest_payload(self.db, self.settings, request.payload)
+                count["stored" if outcome == "stored" else "ignored"] = 1
+                if request.retry_attempt:
+                    log.info("slack_event_retry", transport="socket_mode", envelope_id=request.envelope_id,
+                             retry=request.retry_attempt, reason=request.retry_reason, outcome=outcome)
+        except BadEvent as exc:
+            count["refused"] = 1
+            log.warning("slack_event_refused", transport="socket_mode", envelope_id=request.envelope_id,
+                        reason=str(exc)[:300])
+        except DriverException as exc:
+            # Not acknowledged: Slack redelivers it (retry_attempt + 1) and the idempotent writes complete.
+            count["failed"] = 1
+            log.warning("slack_event_store_failed", transport="socket_mode", envelope_id=request.envelope_id,
+                        error=repr(exc)[:300])
+        finally:
+            with self._lock:
+                for name, n in count.items():
+                    setattr(self._stats, name, getattr(self._stats, name) + n)
+        if count.get("failed"):
+            return
+        try:
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        except Exception as exc:  # noqa: BLE001 - the socket went away: the envelope is redelivered, converges
+            log.info("slack_socket_mode_ack_lost", envelope_id=request.envelope_id, error=type(exc).__name__)
+
+
+def _run_session(client: SocketModeClient) -> None:
+    """slack-sdk's session runner (`SocketModeClient._run_current_session`), reading the session and its state as
+    one pair. slack-sdk's own reads them one after the other while `connect` assigns them one after the other: a
+    runner that reads the new session with the old state loops on it after the next reconnect, reading nothing
+    (every later envelope unread) and making `close` wait forever. `connect` runs under `connect_operation_lock`
+    (slack-sdk's reconnects, and `start`), so the pair is read under it."""
+    with client.connect_operation_lock:
+        session, state = client.current_session, client.current_session_state
+    if session is not None and session.is_active() and not state.terminated:
+        session.run_until_completion(state)
+
+
+def _close_client(client: SocketModeClient) -> None:
+    for _attempt in range(3):
+        # slack-sdk's close checks the socket, then closes it under its locks: its reader may have closed it in
+        # between (AttributeError on None), leaving the client's threads running. Closing again finds the socket
+        # gone and stops them.
+        try:
+            client.close()
+            return
+        except (AttributeError, OSError) as exc:
+            log.info("slack_socket_mode_close_retried", error=type(exc).__name__)
+
+
+def _at_end_of_stream(session: Any) -> bool:
+    """True when the peer closed the session's TCP stream (FIN) with nothing left to read: a peek at the raw
+    socket (beneath TLS) under slack-sdk's read lock, without waiting."""
+    sock = getattr(session, "sock", None)
+    lock = getattr(session, "sock_receive_lock", None)
+    if sock is None or lock is None or not lock.acquire(timeout=0.05):
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except (OSError, ValueError):
+        return True  # reset, or already closed: replace it
+    finally:
+        lock.release()

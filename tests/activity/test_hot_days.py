@@ -1,0 +1,165 @@
+"""Hot activity days (issue 30, findings 1 and 2): a day of thousands of events is rebuilt with bounded work and
+stored with bounded size, every count exact; history's reactions live on their message's day. Compared with a
+brute-force model of the events written."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+import zipfile
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+
+from api.activity import dirty, service
+from api.activity import events as ev
+from api.network import activity as network_activity
+from api.network import activity_log
+from api.slack import activity_index, zip_import
+from api.slack.timeutil import day_of
+
+US = 1_000_000
+DAY = date(2026, 2, 10)
+DAY_START = int(datetime(2026, 2, 10, tzinfo=UTC).timestamp()) * US
+AUTHOR, POST = 1, 77
+
+
+def _network_day(db, network: str) -> list[dict]:
+    """5,000 likes of one post across the day (17 s apart), 3 unlikes and 30 follows of AUTHOR, written through
+    the log's write path; returns AUTHOR's events from scratch (what happened, not what was stored)."""
+    happened, writes = [], []
+    for i in range(5_000):
+        at, fan = DAY_START + i * 17 * US + 1, 1_000 + i
+        writes += activity_log.event_writes(network, "like", fan, AUTHOR, at, POST)
+        happened.append(ev.event(at, "like_received", user=str(fan), post=POST))
+    for i in range(3):
+        at = DAY_START + (3_600 + i * 60) * US + 5
+        writes += activity_log.event_writes(network, "unlike", 1_000 + i, AUTHOR, at, POST)
+        happened.append(ev.event(at, "unlike_received", user=str(1_000 + i), post=POST))
+    for i in range(30):
+        at = DAY_START + (7_200 + i * 11) * US + 7
+        writes += activity_log.event_writes(network, "follow", 9_000 + i, AUTHOR, at)
+        happened.append(ev.event(at, "followed_by", user=str(9_000 + i)))
+    db.execute_many(writes, concurrency=200)
+    return ev.in_order(happened)
+
+
+def _slot_totals(events: list[dict]) -> Counter:
+    """(slot, kind, post) -> events there, a counted event as its count."""
+    found: Counter = Counter()
+    for e in events:
+        found[(e["at"] // ev.SLOT_US, e["kind"], e.get("post", 0))] += e.get("count", 1)
+    return found
+
+
+def test_a_post_liked_5000_times_rebuilt_mark_by_mark_equals_the_count_from_scratch(db):
+    network = f"hot{uuid.uuid4().hex[:8]}"
+    archive = service.Archive.network(network)
+    happened = _network_day(db, network)
+    # The dirty worker's way: one rebuild per marked hour (each rebuilds the whole local day, bounded).
+    for hour in range(24):
+        service.rebuild_marks(db, archive.name, [dirty.Mark(archive.name, str(AUTHOR), DAY_START // dirty.HOUR_US
+                                                            + hour)])
+    by_marks = service.read(db, archive, str(AUTHOR), [DAY], contiguous=True, summary=False)[0]
+    events = by_marks["events"]
+    # Every count exact, in the summary and slot by slot.
+    assert by_marks["event_count"] == len(happened) == 5_033
+    summary = service.read(db, archive, str(AUTHOR), [DAY], contiguous=True, summary=True)[0]
+    assert summary["counts"] == ev.counts_by_kind(happened) == {"followed_by": 30, "like_received": 5_000,
+                                                                 "unlike_received": 3}
+    assert _slot_totals(events) == _slot_totals(happened)
+    # Bounded: the first SLOT_SHARE events of each slot kept whole, the rest counted.
+    singles = [e for e in events if "count" not in e]
+    expected_singles: list[dict] = []
+    per_slot: Counter = Counter()
+    for e in happened:
+        slot = e["at"] // ev.SLOT_US
+        if per_slot[slot] < ev.SLOT_SHARE:
+            expected_singles.append(e)
+        per_slot[slot] += 1
+    assert singles == expected_singles and len(singles) <= 96 * ev.SLOT_SHARE
+    assert all(set(e) <= {"at", "kind", "post", "count"} and e["at"] % ev.SLOT_US == 0
+               for e in events if "count" in e)
+    # From scratch (the rebuild command's way) gives the same day.
+    service.rebuild_days(db, archive, {str(AUTHOR): [DAY]})
+    assert service.read(db, archive, str(AUTHOR), [DAY], contiguous=True, summary=False)[0] == by_marks
+    # More likes, rebuilt: the read shows them (a decoded hot day is reused only while its bytes are the same).
+    db.execute_many([w for i in range(10) for w in activity_log.event_writes(
+        network, "like", 50_000 + i, AUTHOR, DAY_START + 3 * ev.SLOT_US + i, POST)])
+    service.rebuild_days(db, archive, {str(AUTHOR): [DAY]})
+    again = service.read(db, archive, str(AUTHOR), [DAY], contiguous=True, summary=False)[0]
+    assert again["event_count"] == 5_043 and _slot_totals(again["events"])[(DAY_START // ev.SLOT_US + 3,
+                                                                            "like_received", POST)] == 10 + 53
+    # A fan's quiet day is whole: exactly its one like.
+    service.rebuild_days(db, archive, {"1007": [DAY]})
+    fan = service.read(db, archive, "1007", [DAY], contiguous=True, summary=False)[0]
+    assert fan["events"] == [ev.event(DAY_START + 7 * 17 * US + 1, "like_given", user=str(AUTHOR), post=POST)]
+    # Rows read by one rebuild: the counts and at most SLOT_SHARE rows of a slot, not the day's 5,033.
+    stats: dict[str, int] = {}
+    network_activity.collect(db, network, {str(AUTHOR): (DAY_START, DAY_START + 86_400 * US)}, stats)
+    assert stats["network_activity_slots"] == len(expected_singles) <= 96 * ev.SLOT_SHARE
+    assert stats["network_activity_counts"] == len({k[:2] for k in _slot_totals(happened)}) < 300
+
+
+def test_capped_days_keep_exact_counts_and_quiet_days_are_unchanged():
+    start = DAY_START
+    quiet = [ev.event(start + i * US, "message", channel="C1", ts=start + i * US) for i in range(ev.DAY_EVENTS)]
+    assert ev.capped(quiet) is quiet  # at the limit: whole, format 1
+    assert ev.format_of(quiet) == ev.PLAIN_FORMAT
+    bot = [ev.event(start + i * 800_000, kind, channel=f"C{i % 3}", ts=start + i * 800_000)
+           for i in range(20_000) for kind in ("message",)] + [
+        ev.event(start + 5 * US, "reaction_received", channel="C1", ts=start, emoji="tada", user="U1")]
+    stored = ev.capped(ev.in_order(bot))
+    assert ev.total(stored) == len(bot) and ev.counts_by_kind(stored) == ev.counts_by_kind(bot)
+    assert sum(1 for e in stored if "count" not in e) <= 96 * ev.SLOT_SHARE
+    by_channel: Counter = Counter()
+    for e in stored:
+        by_channel[(e["at"] // ev.SLOT_US, e["kind"], e.get("channel"))] += e.get("count", 1)
+    assert by_channel == Counter((e["at"] // ev.SLOT_US, e["kind"], e.get("channel")) for e in bot)
+    assert ev.format_of(stored) == ev.FORMAT_VERSION and ev.capped(stored) == stored  # stable
+
+
+# -- finding 2: history's reactions on their message's day ---------------------------------------------------------
+
+def _export(path, channel: str, ts: list[str]) -> None:
+    users = [{"id": u, "name": u.lower(), "tz": "UTC", "profile": {}} for u in ("UAUTH", "UREAC", "ULIVE")]
+    chans = [{"id": channel, "name": "history", "created": 1700000000, "creator": "UAUTH",
+              "members": ["UAUTH", "UREAC"]}]
+    day = datetime.fromtimestamp(float(ts[0]), UTC).date().isoformat()
+    msgs = [{"type": "message", "user": "UAUTH", "text": f"old {i}", "ts": t,
+             "reactions": [{"name": "tada", "users": ["UREAC"], "count": 1}]} for i, t in enumerate(ts)]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("users.json", json.dumps(users))
+        z.writestr("channels.json", json.dumps(chans))
+        z.writestr(f"history/{day}.json", json.dumps(msgs))
+    path.write_bytes(buffer.getvalue())
+
+
+def test_imported_reactions_are_indexed_marked_and_dated_on_their_messages_day(db, tmp_path):
+    team, channel = f"T{uuid.uuid4().hex[:10].upper()}", "CHIST1"
+    posted = datetime(2024, 3, 5, 10, tzinfo=UTC)
+    ts = [f"{int((posted + timedelta(minutes=i)).timestamp())}.000100" for i in range(2)]
+    observed = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    _export(tmp_path / "export.zip", channel, ts)
+    zip_import.import_export(db, str(tmp_path / "export.zip"), team_id=team,
+                             observed_at=int(observed.timestamp()) * US)
+    msg_day, seen_day = day_of(int(float(ts[0]) * US)), day_of(int(observed.timestamp()) * US)
+    for user in ("UREAC", "UAUTH"):
+        futures = activity_index.start_sources(db, team, user, msg_day, msg_day)
+        assert activity_index.sources_from(futures) == {(channel, msg_day): {int(observed.timestamp()) * US}}
+        assert activity_index.sources_from(activity_index.start_sources(db, team, user, seen_day, seen_day)) == {}
+    archive = service.Archive.slack(team)
+    days = {posted.date(), observed.date()}
+    service.rebuild_days(db, archive, {"UREAC": days, "UAUTH": days})
+
+    def served(user: str) -> dict[str, list[tuple[int, str]]]:
+        read = service.read(db, archive, user, sorted(days), contiguous=False, summary=False)
+        return {d["date"]: [(e["at"], e["kind"]) for e in d["events"]] for d in read}
+
+    at = [int(float(t) * US) for t in ts]
+    assert served("UREAC") == {"2024-03-05": [(at[0], "reaction_given"), (at[1], "reaction_given")],
+                               "2026-06-01": []}
+    assert served("UAUTH") == {"2024-03-05": [(at[0], "message"), (at[0], "reaction_received"),
+                                              (at[1], "message"), (at[1], "reaction_received")],
+                               "2026-06-01": []}
