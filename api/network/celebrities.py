@@ -14,7 +14,7 @@ from cassandra import ConsistencyLevel
 from api.db import Database, read_level
 from api.network import accounts, posts, relations, timelines
 from api.network.relations import FOLLOWER
-from api.network.settings import NetworkSettings, network_settings
+from api.network.settings import NetworkSettings
 
 _NEVER_POSTED = datetime.fromtimestamp(0, UTC)
 
@@ -59,7 +59,7 @@ def settle_celebrity(db: Database, network: str, account_id: int, ns: NetworkSet
                      ) -> dict[str, Any]:
     """The celebrity job: promote the account if its current follower count is at or above the threshold,
     demote it if it is below threshold x (1 - hysteresis), else leave it as it is (idempotent)."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     followers = accounts.fresh_counts(db, network, [account_id])[account_id][0]
     celebrity = accounts.is_celebrity(db, network, account_id)
     if not celebrity and ns.is_celebrity(followers):
@@ -76,7 +76,7 @@ def apply_threshold(db: Database, network: str, ns: NetworkSettings | None = Non
     """Make the celebrity set match the threshold in force exactly (after a change of the setting, or after a
     load): promote accounts at or above it, demote the others, and record when each celebrity last posted. A
     job (reads every count of the network)."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     wanted = {a: f for a, f, _ in accounts.all_counts(db, network) if ns.is_celebrity(f)}
     current, _threshold = accounts.celebrities(db, network)
     to_promote = sorted(set(wanted) - set(current))

@@ -23,7 +23,7 @@ from api.caches import Cache
 from api.db import Database
 from api.network import accounts, posts, relations, timelines
 from api.network.relations import FOLLOWS
-from api.network.settings import NetworkSettings, network_settings
+from api.network.settings import NetworkSettings
 from api.network.timelines import CacheState
 from api.network.values import Account, Post
 
@@ -59,7 +59,7 @@ def build_cache(db: Database, network: str, account_id: int, ns: NetworkSettings
                 dry_run: bool = False) -> dict[str, Any]:
     """Build one account's home cache from scratch: the newest `cap` posts of the accounts it follows, except
     celebrities. A dry run computes what the cache would hold and writes nothing."""
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     newest, complete, authors = _newest_followed(db, ns, network, account_id)
     summary = {"entries": len(newest), "complete": complete, "followed_authors": authors}
     if dry_run:
@@ -94,7 +94,7 @@ def home_of(db: Database, network: str, account_id: int, order: str = "newest",
     counts, without those deleted since. The reader's own follows and a cache rebuild re-rank at once.
     `fresh` ranks now whatever the setting (admin commands).
     """
-    ns = ns or network_settings()
+    ns = ns or db.settings.network
     if order == "likes" and ns.likes_rank_max_age > 0 and not fresh:
         served = _home_from_ranking(db, ns, network, account_id)
         if served is not _NOT_RANKED:
