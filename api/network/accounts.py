@@ -13,6 +13,7 @@ partition to count it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -76,7 +77,12 @@ PUT_POST_TIME = Statement(
     "INSERT INTO celebrity_last_posts (network, shard, account_id, posted_at) VALUES (?, ?, ?, ?) USING TIMESTAMP ?")
 GET_POST_TIMES = Statement(  # the shards of some celebrities, one request
     "SELECT account_id, posted_at FROM celebrity_last_posts WHERE network = ? AND shard IN ? AND account_id IN ?")
-DELETE_POST_TIME = Statement("DELETE FROM celebrity_last_posts WHERE network = ? AND shard = ? AND account_id = ?")
+# A post time is written at the post's time, which may be ahead of this host's clock (a client's posted_at): the
+# delete of a demotion is stamped after it, or the row would outlive the demotion.
+GET_POST_TIME_WRITTEN = Statement("SELECT WRITETIME(posted_at) AS written FROM celebrity_last_posts "
+                                  "WHERE network = ? AND shard = ? AND account_id = ?")
+DELETE_POST_TIME = Statement(
+    "DELETE FROM celebrity_last_posts USING TIMESTAMP ? WHERE network = ? AND shard = ? AND account_id = ?")
 POST_TIME_SHARDS = 16  # partitions of a network's last post times (account_id % 16)
 _POST_TIMES_PER_READ = 100  # celebrities per read
 _POST_TIMES_KEPT = 100_000  # celebrities whose last post time a process keeps
@@ -242,8 +248,10 @@ def add_celebrity(db: Database, network: str, account_id: int, follower_count: i
 
 
 def remove_celebrity(db: Database, network: str, account_id: int) -> None:
+    found = db.execute(GET_POST_TIME_WRITTEN, (network, _shard(account_id), account_id)).one()
+    stamp = max(int(time.time() * 1_000_000), (found.written or 0) + 1 if found is not None else 0)
     db.execute_many([(DELETE_CELEBRITY_FLAG, (network, account_id)), (DELETE_CELEBRITY, (network, account_id)),
-                     (DELETE_POST_TIME, (network, _shard(account_id), account_id))])
+                     (DELETE_POST_TIME, (stamp, network, _shard(account_id), account_id))])
     _post_times(db).pop((network, account_id))
 
 
