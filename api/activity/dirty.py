@@ -121,6 +121,15 @@ class Stats:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def add(self, other: Stats) -> None:
+        self.marks += other.marks
+        self.days += other.days
+        self.retried += other.retried
+
+    def total(self) -> int:
+        """Whether a pass did work (marks taken or retried)."""
+        return self.marks + self.retried
+
 
 class DirtyWorker:
     """Takes due marks, rebuilds their days archive by archive, and gives the marks back. A failed rebuild is

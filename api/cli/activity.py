@@ -12,8 +12,8 @@ import click
 
 from api.activity import calendar, codec, dirty, service
 from api.activity.service import Archive
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, progress_bars
-from api.worker_loop import StopOnSignal
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, progress_bars, say
+from api.cli.workers import pass_reporter, worker_session
 
 _CODES = "Exit codes: 0 done, 1 failed (a write, or a stored day this version cannot decode), 2 usage error, " \
          "3 Cassandra unreachable."
@@ -98,26 +98,17 @@ def worker(once: bool) -> None:
     """Live ingest marks the (account, hour) it changed; this rebuilds the local days those hours fall in, within
     CHRONICLE_ACTIVITY_DELAY seconds (default 60). Safe to run several at once (each holds a share of the
     queue); on SIGTERM the current pass is finished and the queue handed back. Prints a JSON summary."""
-    with cassandra_errors():
-        db = database()
-        db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
+    db = database()
+    with worker_session(db, "pass") as stopping:
         runner = dirty.DirtyWorker(db, service.rebuild_marks)
-        click.echo(f"activity worker {runner.owner}: keyspace={db.keyspace}", err=True)
+        say(f"activity worker {runner.owner}: keyspace={db.keyspace}")
         if once:
-            emit(runner.drain().as_dict())
-            return
-        total = dirty.Stats()
-
-        def on_pass(stats: dirty.Stats) -> None:
-            total.marks += stats.marks
-            total.days += stats.days
-            total.retried += stats.retried
-            if stats.marks or stats.retried:
-                click.echo(f"marks={stats.marks} days={stats.days} retried={stats.retried}", err=True)
-
-        with StopOnSignal("pass", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-            runner.run(stop=stopping, on_pass=on_pass)
-        emit(total.as_dict())
+            total = runner.drain()
+        else:
+            total = dirty.Stats()
+            runner.run(stop=stopping, on_pass=pass_reporter(
+                total, lambda stats: f"marks={stats.marks} days={stats.days} retried={stats.retried}"))
+    emit(total.as_dict())
 
 
 @activity.command("show", context_settings=CONTEXT, short_help="Print stored days of one account.",

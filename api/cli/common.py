@@ -50,6 +50,9 @@ EXIT_CODES_DOC = ("Exit codes: 0 done, 1 failed (bad input, a write, a migration
                   "(Java, Maven, disk space, a free port), 4 not found (an account, post, snapshot, stored "
                   "report, Slack workspace or channel).")
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+# Options many commands share, written once so their flags and help read the same everywhere.
+keyspace_option = click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+progress_option = click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
 
 
 def _default(value: Any) -> Any:
@@ -86,6 +89,11 @@ def cassandra_errors(where: str | None = None) -> Iterator[None]:
     at = f" at {where}" if where else ""
     with fail_on(NoHostAvailable, code=Exit.UNREACHABLE, prefix=f"Cassandra unreachable{at}: "):
         yield
+
+
+def say(line: str) -> None:
+    """A line for the person watching: stderr, so stdout stays the command's JSON."""
+    click.echo(line, err=True)
 
 
 @contextlib.contextmanager

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import CONTEXT, Exit, cassandra_errors, fail_on, runtime
+from api.cli.common import CONTEXT, Exit, cassandra_errors, fail_on, keyspace_option, runtime
 from api.db import Database
 from api.migrations import CQL_DIR, MigrationError
 from api.migrations import migrate as apply_migrations
 
 
 @click.command("migrate", context_settings=CONTEXT, short_help="Apply pending CQL migrations from cql/.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 @click.option("--replication", default=None,
               help="SimpleStrategy:N or NetworkTopologyStrategy:<dc>:<rf>[,<dc>:<rf>] "
                    "[env CHRONICLE_REPLICATION, SimpleStrategy:1].")

@@ -29,7 +29,19 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, runtime
+from api.cli.common import (
+    CONTEXT,
+    Exit,
+    cassandra_errors,
+    database,
+    emit,
+    fail,
+    fail_on,
+    progress_bars,
+    runtime,
+    say,
+)
+from api.cli.workers import done_retried_failed, pass_reporter, worker_session
 from api.network import (
     accounts,
     actions,
@@ -479,27 +491,19 @@ def worker(once: bool, interval: float, batch_size: int) -> None:
     Exit codes: 0 done (--once) or stopped by a signal, 1 some jobs failed for good, 3 Cassandra unreachable.
     """
     from api.network.jobs import JobWorker, Stats
-    from api.worker_loop import StopOnSignal
 
-    with cassandra_errors():
-        db = database()
-        db.session  # noqa: B018 - connect now: exit 3 at once when Cassandra is unreachable
+    db = database()
+    total = Stats()
+    with worker_session(db, "job") as stopping:
         job_worker = JobWorker(db, job_handlers.run_job, batch_size=batch_size)
-        total = Stats()
-
-        def on_pass(stats: Stats) -> None:
-            total.add(stats)
-            if stats.total():
-                click.echo(f"done={stats.done} retried={stats.retried} failed={stats.failed}", err=True)
-
-        with StopOnSignal("job", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
-            click.echo(f"network job worker {job_worker.owner}: keyspace={db.keyspace}", err=True)
-            if once:
-                job_worker.drain(until=stopping, on_pass=on_pass)
-            else:
-                job_worker.run(interval=interval, stop=stopping, on_pass=on_pass)
-        emit(total.as_dict())
+        # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+        say(f"network job worker {job_worker.owner}: keyspace={db.keyspace}")
+        on_pass = pass_reporter(total, done_retried_failed)
+        if once:
+            job_worker.drain(until=stopping, on_pass=on_pass)
+        else:
+            job_worker.run(interval=interval, stop=stopping, on_pass=on_pass)
+    emit(total.as_dict())
     if total.failed:
         sys.exit(Exit.FAILED)
 

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars
+from api.cli.common import (
+    CONTEXT,
+    Exit,
+    cassandra_errors,
+    database,
+    emit,
+    fail,
+    fail_on,
+    keyspace_option,
+    progress_bars,
+    progress_option,
+    say,
+)
+from api.cli.workers import done_retried_failed, pass_reporter, worker_session
 
 
 @click.group("slack", context_settings=CONTEXT)
@@ -19,7 +34,7 @@ def slack() -> None:
 @slack.command("file-worker", context_settings=CONTEXT, short_help="Fetch Slack files into object storage.")
 @click.option("--once", is_flag=True, help="Process the files due now, then exit (retries not yet due stay queued).")
 @click.option("--interval", default=2.0, show_default=True, help="Seconds to sleep when nothing is due.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 @click.option("--fail-on-error", is_flag=True, help="With --once: exit 1 if any file failed permanently.")
 @click.option("--max-passes", type=int, default=0, help="Stop after this many passes (0 = no limit).")
 def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error: bool, max_passes: int) -> None:
@@ -35,35 +50,23 @@ def file_worker(once: bool, interval: float, keyspace: str | None, fail_on_error
     (with --fail-on-error), 2 bad configuration, 3 Cassandra unreachable.
     """
     from api.slack.files import FileWorker, Stats
-    from api.worker_loop import StopOnSignal
 
     db = database(keyspace)
-    settings = db.settings
-    slack_settings = settings.slack
+    slack_settings = db.settings.slack
     if not slack_settings.bot_token and not slack_settings.bot_tokens:
-        click.echo("warning: no CHRONICLE_SLACK_BOT_TOKEN(S): every download will fail", err=True)
-    with cassandra_errors():
-        db.session  # noqa: B018 - connect now, to fail fast with exit code 3
+        say("warning: no CHRONICLE_SLACK_BOT_TOKEN(S): every download will fail")
+    total = Stats()
+    passes = itertools.count(1)
+    with worker_session(db, "file") as stopping:
         worker = FileWorker(db, slack_settings)
-        store = (f"s3://{slack_settings.s3_bucket}" if slack_settings.s3_bucket
-                 else slack_settings.files_root)
-        total = Stats()
-        passes = {"n": 0}
-
-        def on_pass(stats: Stats) -> None:
-            passes["n"] += 1
-            total.add(stats)
-            if stats.total():
-                click.echo(f"pass {passes['n']}: stored={stats.stored} retried={stats.retried} "
-                           f"failed={stats.failed} skipped={stats.skipped}", err=True)
-
-        with StopOnSignal("file", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
-            click.echo(f"slack file worker {worker.owner}: keyspace={settings.keyspace} store={store}",
-                       err=True)
-            # --once: the files due now, then exit; --max-passes bounds either mode.
-            worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
-                       max_passes=max(0, max_passes))
+        store = f"s3://{slack_settings.s3_bucket}" if slack_settings.s3_bucket else slack_settings.files_root
+        # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+        say(f"slack file worker {worker.owner}: keyspace={db.keyspace} store={store}")
+        # --once: the files due now, then exit; --max-passes bounds either mode.
+        on_pass = pass_reporter(total, lambda stats: f"pass {next(passes)}: stored={stats.stored} "
+                                f"retried={stats.retried} failed={stats.failed} skipped={stats.skipped}")
+        worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
+                   max_passes=max(0, max_passes))
     click.echo(f"total: stored={total.stored} retried={total.retried} failed={total.failed} "
                f"skipped={total.skipped}", err=True)
     if fail_on_error and total.failed:
@@ -138,6 +141,24 @@ def _indexed_channels(db: Any, team_id: str, wanted: list[str] | None) -> list[s
     return wanted
 
 
+def _per_channel(team_id: str, channels: list[str] | None, keyspace: str | None, progress: bool, dry_run: bool,
+                 counted: tuple[str, ...], work: Callable[[Any, str, Callable[[int], None]], dict[str, int]], *,
+                 item_bar: str | None = None) -> None:
+    """Run `work(db, channel_id, advance)` on each wanted channel of the workspace (exit 4 on an unknown one),
+    with a channels bar (and an `item_bar` that `advance` moves), and print the `counted` totals."""
+    db = database(keyspace)
+    totals = dict.fromkeys(counted, 0)
+    with cassandra_errors(), progress_bars(progress) as bar:
+        wanted = _indexed_channels(db, team_id, channels)
+        next_channel = bar("channels", len(wanted))
+        advance = bar(item_bar, None) if item_bar else (lambda _n: None)
+        for channel_id in wanted:
+            for key, count in work(db, channel_id, advance).items():
+                totals[key] += count
+            next_channel(1)
+    emit({"team_id": team_id, "channels": len(wanted), **totals, "dry_run": dry_run})
+
+
 def _zone(value: str | None) -> str | None:
     """--tz: an IANA zone name (else usage error, exit 2)."""
     if value is None:
@@ -180,8 +201,8 @@ def _epoch(value: str | None, option: str) -> int | None:
 @click.option("--rate-wait-budget", type=float, default=900.0, show_default=True,
               help="Seconds of rate-limit waiting (Retry-After) allowed before giving up (exit 7).")
 @click.option("--dry-run", is_flag=True, help="Fetch and count; write nothing (cursors do not move).")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_age_days: int, include_private: bool,
              rate_wait_budget: float, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Backfill a workspace's history through Slack's Web API into the archive (docs/slack-history.md).
@@ -248,8 +269,8 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
 @click.option("--max-entries", type=int, default=5_000_000, show_default=True,
               help="Refuse archives with more entries.")
 @click.option("--dry-run", is_flag=True, help="Read and check everything, report counts per channel, write nothing.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_private: bool, observed_at: str | None,
                   max_bytes: int, max_entries: int, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Import a Slack export ZIP (Slack's own export, slackdump's export) into the archive.
@@ -310,8 +331,8 @@ def import_export(zip_path: str, team_id: str | None, as_copy: bool, include_pri
 @click.option("--tz", default=None, callback=lambda _c, _p, v: _zone(v),
               help="IANA zone the day files are dated in [default: the workspace's: its primary owner's zone, "
                    "else most people's, else UTC], as Slack's own export dates them.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def export(team_id: str, out_path: str, since: str | None, until: str | None, channels: list[str] | None,
            include_deleted: bool, tz: str | None, keyspace: str | None, progress: bool) -> None:
     """Write the workspace's archive in Slack's export layout (users.json, channels.json, groups.json, one folder
@@ -363,7 +384,7 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
 @click.option("--dm-users", default=None, help="With --post: comma-separated user ids that opted in to a DM "
                                                "[env CHRONICLE_SLACK_REPORT_DM_USERS].")
 @click.option("--anonymise", is_flag=True, help="Replace users and channels with stable fakes (output and post).")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 def report(team_id: str, start: str | None, days: int, include_private: bool, stored: bool, output_format: str,
            out_path: str | None, post: bool, channel: str | None, per_channel: bool, dm_users: str | None,
            anonymise: bool, keyspace: str | None) -> None:
@@ -418,7 +439,7 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
                short_help="Run queued report generations (POST /slack/teams/{team}/reports).")
 @click.option("--once", is_flag=True, help="Run the jobs due now, then exit.")
 @click.option("--interval", default=2.0, show_default=True, help="Seconds to sleep when nothing is due.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 @click.option("--max-passes", type=int, default=0, help="Stop after this many passes (0 = no limit).")
 def report_worker(once: bool, interval: float, keyspace: str | None, max_passes: int) -> None:
     """Run the report generations that POST /slack/teams/{team}/reports queued (queue `slack_reports`, one job
@@ -432,24 +453,15 @@ def report_worker(once: bool, interval: float, keyspace: str | None, max_passes:
     """
     from api.slack.reports import service
     from api.slack.reports.jobs import ReportWorker, Stats
-    from api.worker_loop import StopOnSignal
 
     db = database(keyspace)
     total = Stats()
-    with cassandra_errors():
-        db.session  # noqa: B018 - connect now, to fail fast with exit code 3
+    with worker_session(db, "report") as stopping:
         worker = ReportWorker(db, service.run_job)
-
-        def on_pass(stats: Stats) -> None:
-            total.add(stats)
-            if stats.total():
-                click.echo(f"done={stats.done} retried={stats.retried} failed={stats.failed}", err=True)
-
-        with StopOnSignal("report", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
-            click.echo(f"slack report worker {worker.owner}: keyspace={db.keyspace}", err=True)
-            worker.run(interval=interval, stop=stopping, on_pass=on_pass, until_idle=once,
-                       max_passes=max(0, max_passes))
+        # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+        say(f"slack report worker {worker.owner}: keyspace={db.keyspace}")
+        worker.run(interval=interval, stop=stopping, on_pass=pass_reporter(total, done_retried_failed),
+                   until_idle=once, max_passes=max(0, max_passes))
     emit(total.as_dict())
     if total.failed:
         sys.exit(Exit.FAILED)
@@ -461,8 +473,8 @@ def report_worker(once: bool, interval: float, keyspace: str | None, max_passes:
 @click.option("--channels", default=None, callback=_channel_ids,
               help="Comma-separated channel ids (default: every channel of the index).")
 @click.option("--dry-run", is_flag=True, help="Read and count what would be written; write nothing.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None,
                       progress: bool) -> None:
     """Word counts, mentions and thread replies for messages stored before schema 0060 (docs/slack-reports.md),
@@ -474,21 +486,17 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
     """
     from api.slack import messages
 
-    db = database(keyspace)
-    written = days = 0
-    with cassandra_errors(), progress_bars(progress) as bar:
-        wanted = _indexed_channels(db, team_id, channels)
-        advance = bar("channels", len(wanted))
-        for channel_id in wanted:
-            for day in messages.all_days(db, team_id, channel_id):
-                writes = messages.analytics_writes(db, team_id, channel_id, day)
-                days += 1
-                if not dry_run:
-                    db.execute_many(writes)
-                written += len(writes)
-            advance(1)
-    emit({"team_id": team_id, "channels": len(wanted), "days": days,
-          "writes": written, "dry_run": dry_run})
+    def rebuild(db: Any, channel_id: str, _progress: Callable[[int], None]) -> dict[str, int]:
+        days = written = 0
+        for day in messages.all_days(db, team_id, channel_id):
+            writes = messages.analytics_writes(db, team_id, channel_id, day)
+            days += 1
+            if not dry_run:
+                db.execute_many(writes)
+            written += len(writes)
+        return {"days": days, "writes": written}
+
+    _per_channel(team_id, channels, keyspace, progress, dry_run, ("days", "writes"), rebuild)
 
 
 @slack.command("index-search", context_settings=CONTEXT,
@@ -498,8 +506,8 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
               help="Comma-separated channel ids (default: every channel of the index).")
 @click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
 @click.option("--dry-run", is_flag=True, help="Read and count the messages and postings; write nothing.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_run: bool, keyspace: str | None,
                  progress: bool) -> None:
     """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
@@ -512,20 +520,12 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
     """
     from api.slack import search
 
-    db = database(keyspace)
-    messages = rows = 0
-    with cassandra_errors(), progress_bars(progress) as bar:
-        wanted = _indexed_channels(db, team_id, channels)
-        next_channel = bar("channels", len(wanted))
-        advance = bar("messages", None)
-        for channel_id in wanted:
-            found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
-                                                  progress=advance)
-            messages += found
-            rows += written
-            next_channel(1)
-    emit({"team_id": team_id, "channels": len(wanted), "messages": messages, "rows": rows,
-          "dry_run": dry_run})
+    def index(db: Any, channel_id: str, advance: Callable[[int], None]) -> dict[str, int]:
+        found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
+                                              progress=advance)
+        return {"messages": found, "rows": written}
+
+    _per_channel(team_id, channels, keyspace, progress, dry_run, ("messages", "rows"), index, item_bar="messages")
 
 
 @slack.command("relayout", context_settings=CONTEXT,
@@ -534,8 +534,8 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
 @click.option("--channels", default=None, callback=_channel_ids,
               help="Comma-separated channel ids (default: every channel of the index).")
 @click.option("--dry-run", is_flag=True, help="Read and count what would be copied and split; write nothing.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
-@click.option("--progress/--no-progress", default=True, help="Progress bars on stderr.")
+@keyspace_option
+@progress_option
 def relayout(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Bring a workspace's messages stored before schema 0190 to its layout (docs/slack-messages.md, "Partition
     sizes"): each message's raw event copied into slack_message_raw at its own write time, and each day whose
@@ -549,14 +549,6 @@ def relayout(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: 
     """
     from api.slack import messages
 
-    db = database(keyspace)
-    total = {"days": 0, "rows": 0, "raw": 0, "copied": 0, "split": 0}
-    with cassandra_errors(), progress_bars(progress) as bar:
-        wanted = _indexed_channels(db, team_id, channels)
-        advance = bar("channels", len(wanted))
-        for channel_id in wanted:
-            for k, v in messages.relayout_channel(db, team_id, channel_id, dry_run=dry_run).items():
-                total[k] += v
-            advance(1)
-    emit({"team_id": team_id, "channels": len(wanted), **total, "dry_run": dry_run})
+    _per_channel(team_id, channels, keyspace, progress, dry_run, ("days", "rows", "raw", "copied", "split"),
+                 lambda db, channel_id, _progress: messages.relayout_channel(db, team_id, channel_id, dry_run=dry_run))
 

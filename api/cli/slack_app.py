@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, keyspace_option
 
 
 def _https_origin(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -41,7 +41,7 @@ def token_key() -> None:
 
 
 @click.command("installations", context_settings=CONTEXT, short_help="List the app's installations.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 def list_installations(keyspace: str | None) -> None:
     """Print every installation as JSON lines (workspace, state, scopes, when; never a token).
     Exit codes: 0 listed, 3 Cassandra unreachable."""
@@ -54,7 +54,7 @@ def list_installations(keyspace: str | None) -> None:
 
 
 @click.command("reencrypt-tokens", context_settings=CONTEXT, short_help="Re-encrypt stored tokens with the first key.")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 def reencrypt_tokens(keyspace: str | None) -> None:
     """Encrypt every stored bot token again with the first key of CHRONICLE_SLACK_TOKEN_KEYS (after a key rotation);
     prints counts. Exit codes: 0 done, 2 no key configured or a token no key decrypts, 3 Cassandra unreachable."""

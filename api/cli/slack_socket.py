@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail
+from api.cli.common import CONTEXT, Exit, database, emit, fail, keyspace_option, say
+from api.cli.workers import pass_reporter, worker_session
 
 
 @click.command("socket-mode", context_settings=CONTEXT, short_help="Receive Slack events over Socket Mode.")
 @click.option("--interval", default=0.5, show_default=True,
               help="Seconds between two checks of the connection (a dead one is replaced at the next check).")
-@click.option("--keyspace", default=None, help="Keyspace [env CHRONICLE_KEYSPACE, chronicle].")
+@keyspace_option
 @click.option("--max-passes", type=int, default=0, help="Stop after this many checks (0 = no limit).")
 def socket_mode(interval: float, keyspace: str | None, max_passes: int) -> None:
     """Open a Socket Mode connection with the app-level token (CHRONICLE_SLACK_APP_TOKEN, xapp-..., scope
@@ -24,30 +25,23 @@ def socket_mode(interval: float, keyspace: str | None, max_passes: int) -> None:
     unreachable, 5 Slack refused the app token (invalid_auth, not_allowed_token_type, ...).
     """
     from api.slack.socket_mode import SocketModeError, SocketModeIngest, Stats
-    from api.worker_loop import StopOnSignal, run_worker
+    from api.worker_loop import run_worker
 
     db = database(keyspace)
     if not db.settings.slack.app_token:
         fail("no app-level token: set CHRONICLE_SLACK_APP_TOKEN=xapp-... (docs/slack.md, Socket Mode)", Exit.USAGE)
     total = Stats()
-    with cassandra_errors():
-        db.session  # noqa: B018 - connect now, to fail fast with exit code 3
+    with worker_session(db, "envelope") as stopping:
         receiver = SocketModeIngest(db, db.settings)
         try:
             receiver.start()
         except SocketModeError as exc:
             fail(str(exc), Exit.BAD_TOKEN)
-
-        def on_pass(stats: Stats) -> None:
-            total.add(stats)
-            if stats.total():
-                click.echo(" ".join(f"{k}={v}" for k, v in stats.as_dict().items() if v), err=True)
-
-        with StopOnSignal("envelope", say=lambda line: click.echo(line, err=True)).installed() as stopping:
-            # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
-            click.echo(f"slack socket mode: keyspace={db.keyspace} connected={receiver.is_connected()}", err=True)
-            # Every pass is a check: the envelopes are stored on slack-sdk's threads, so the loop always sleeps.
-            run_worker(receiver.check, idle=lambda _stats: True, clock=db.clock, interval=interval, stop=stopping,
-                       on_pass=on_pass, max_passes=max(0, max_passes),
-                       finish=lambda: (receiver.close(), on_pass(receiver.check())))
+        on_pass = pass_reporter(total, lambda stats: " ".join(f"{k}={v}" for k, v in stats.as_dict().items() if v))
+        # Announced once a signal stops it cleanly (a supervisor may send SIGTERM as soon as it sees this).
+        say(f"slack socket mode: keyspace={db.keyspace} connected={receiver.is_connected()}")
+        # Every pass is a check: the envelopes are stored on slack-sdk's threads, so the loop always sleeps.
+        run_worker(receiver.check, idle=lambda _stats: True, clock=db.clock, interval=interval, stop=stopping,
+                   on_pass=on_pass, max_passes=max(0, max_passes),
+                   finish=lambda: (receiver.close(), on_pass(receiver.check())))
     emit(total.as_dict())
