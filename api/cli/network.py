@@ -29,18 +29,7 @@ from pathlib import Path
 
 import click
 
-from api.cli.common import (
-    CONTEXT,
-    Exit,
-    cassandra_errors,
-    database,
-    emit,
-    fail,
-    fail_on,
-    progress_bars,
-    runtime,
-    say,
-)
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, runtime, say
 from api.cli.workers import done_retried_failed, pass_reporter, worker_session
 from api.network import (
     accounts,

@@ -141,6 +141,22 @@ def _indexed_channels(db: Any, team_id: str, wanted: list[str] | None) -> list[s
     return wanted
 
 
+def _per_channel_options(*, dry_run: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The options of a command run by `_per_channel`: --team, --channels (ids), --dry-run (its help says what it
+    counts), --keyspace, --progress."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        for option in reversed((
+                click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id."),
+                click.option("--channels", default=None, callback=_channel_ids,
+                             help="Comma-separated channel ids (default: every channel of the index)."),
+                click.option("--dry-run", is_flag=True, help=dry_run), keyspace_option, progress_option)):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def _per_channel(team_id: str, channels: list[str] | None, keyspace: str | None, progress: bool, dry_run: bool,
                  counted: tuple[str, ...], work: Callable[[Any, str, Callable[[int], None]], dict[str, int]], *,
                  item_bar: str | None = None) -> None:
@@ -469,12 +485,7 @@ def report_worker(once: bool, interval: float, keyspace: str | None, max_passes:
 
 @slack.command("analytics-rebuild", context_settings=CONTEXT,
                short_help="Compute per-message analytics of messages archived before they existed.")
-@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
-@click.option("--channels", default=None, callback=_channel_ids,
-              help="Comma-separated channel ids (default: every channel of the index).")
-@click.option("--dry-run", is_flag=True, help="Read and count what would be written; write nothing.")
-@keyspace_option
-@progress_option
+@_per_channel_options(dry_run="Read and count what would be written; write nothing.")
 def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None,
                       progress: bool) -> None:
     """Word counts, mentions and thread replies for messages stored before schema 0060 (docs/slack-reports.md),
@@ -501,13 +512,8 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
 
 @slack.command("index-search", context_settings=CONTEXT,
                short_help="Index messages archived before search existed.")
-@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
-@click.option("--channels", default=None, callback=_channel_ids,
-              help="Comma-separated channel ids (default: every channel of the index).")
+@_per_channel_options(dry_run="Read and count the messages and postings; write nothing.")
 @click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
-@click.option("--dry-run", is_flag=True, help="Read and count the messages and postings; write nothing.")
-@keyspace_option
-@progress_option
 def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_run: bool, keyspace: str | None,
                  progress: bool) -> None:
     """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
@@ -530,12 +536,7 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
 
 @slack.command("relayout", context_settings=CONTEXT,
                short_help="Move raw events out of message rows and split hot days (keyspaces before cql/0190).")
-@click.option("--team", "team_id", required=True, callback=_team_id, help="Workspace id.")
-@click.option("--channels", default=None, callback=_channel_ids,
-              help="Comma-separated channel ids (default: every channel of the index).")
-@click.option("--dry-run", is_flag=True, help="Read and count what would be copied and split; write nothing.")
-@keyspace_option
-@progress_option
+@_per_channel_options(dry_run="Read and count what would be copied and split; write nothing.")
 def relayout(team_id: str, channels: list[str] | None, dry_run: bool, keyspace: str | None, progress: bool) -> None:
     """Bring a workspace's messages stored before schema 0190 to its layout (docs/slack-messages.md, "Partition
     sizes"): each message's raw event copied into slack_message_raw at its own write time, and each day whose
