@@ -8,15 +8,41 @@ a `stop()`: the unit in progress is finished, then the loop ends.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from api.clock import SYSTEM, Clock
 
 T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class Counts:
+    """What a worker's pass (or a whole run) did: int fields, and Counter fields for counts by kind. Subclasses
+    declare the fields; `PASSIVE` names the ones that are not work (a pass that only skipped is idle)."""
+
+    PASSIVE: ClassVar[tuple[str, ...]] = ()
+
+    def add(self, other: Counts) -> None:
+        for field in dataclasses.fields(self):
+            mine = getattr(self, field.name)
+            if isinstance(mine, Counter):
+                mine.update(getattr(other, field.name))
+            else:
+                setattr(self, field.name, mine + getattr(other, field.name))
+
+    def total(self) -> int:
+        return sum(getattr(self, field.name) for field in dataclasses.fields(self)
+                   if field.name not in self.PASSIVE and not isinstance(getattr(self, field.name), Counter))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {field.name: dict(value) if isinstance(value := getattr(self, field.name), Counter) else value
+                for field in dataclasses.fields(self)}
 
 # An idle sleep is taken in steps this long at most, so a stop request (a signal) waits at most one step.
 _SLEEP_STEP = 0.25

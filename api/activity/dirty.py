@@ -17,14 +17,13 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import structlog
 
 from api import workqueue
 from api.caches import Cache
 from api.db import Database, Params, Statement
-from api.worker_loop import run_worker
+from api.worker_loop import Counts, run_worker
 from api.workqueue import WorkItem
 
 QUEUE = "activity_days"
@@ -113,22 +112,11 @@ Rebuild = Callable[[Database, str, list[Mark]], int]
 
 
 @dataclasses.dataclass
-class Stats:
+class Stats(Counts):
     marks: int = 0
     days: int = 0
     retried: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def add(self, other: Stats) -> None:
-        self.marks += other.marks
-        self.days += other.days
-        self.retried += other.retried
-
-    def total(self) -> int:
-        """Whether a pass did work (marks taken or retried)."""
-        return self.marks + self.retried
+    PASSIVE = ('days',)
 
 
 class DirtyWorker:

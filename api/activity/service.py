@@ -22,6 +22,7 @@ from api.config import Settings
 from api.db import Database
 from api.network import activity as network_activity
 from api.slack import activity as slack_activity
+from api.worker_loop import Counts
 
 SLICE_DAYS = 31  # a rebuild reads at most this many days of an account at a time
 CHUNK_ACCOUNTS = 500  # accounts per unit of a rebuild run (its progress is recorded per unit)
@@ -75,19 +76,12 @@ class Archive:
 
 
 @dataclasses.dataclass
-class Built:
+class Built(Counts):
     accounts: int = 0
     days_written: int = 0  # rows written (or, in a dry run, that would be)
     events: int = 0
     raw_bytes: int = 0
     stored_bytes: int = 0
-
-    def add(self, other: Built) -> None:
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zones: dict[str, str], *,

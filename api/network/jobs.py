@@ -36,7 +36,7 @@ import structlog
 from api import workqueue
 from api.clock import SYSTEM, Clock
 from api.db import Database, Params, Statement
-from api.worker_loop import run_worker
+from api.worker_loop import Counts, run_worker
 from api.workqueue import WorkItem
 
 QUEUE = "network_jobs"
@@ -70,23 +70,11 @@ def backlog(db: Database) -> dict:
 
 
 @dataclasses.dataclass
-class Stats:
+class Stats(Counts):
     done: int = 0
     retried: int = 0
     failed: int = 0
     kinds: Counter = dataclasses.field(default_factory=Counter)
-
-    def total(self) -> int:
-        return self.done + self.retried + self.failed
-
-    def add(self, other: Stats) -> None:
-        self.done += other.done
-        self.retried += other.retried
-        self.failed += other.failed
-        self.kinds.update(other.kinds)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"done": self.done, "retried": self.retried, "failed": self.failed, "kinds": dict(self.kinds)}
 
 
 def _idle(stats: Stats) -> bool:

@@ -35,7 +35,7 @@ from api.slack import file_queue, installations, messages
 from api.slack.file_queue import PendingFile
 from api.slack.settings import DEFAULT_FILE_HOSTS, SlackSettings, file_host_refusal
 from api.slack.timeutil import us_to_ts
-from api.worker_loop import run_worker
+from api.worker_loop import Counts, run_worker
 
 log = structlog.get_logger("chronicle.slack.files")
 
@@ -208,18 +208,12 @@ def download(url: str, token: str, *, timeout: float, max_bytes: int, session: r
 # -- worker -----------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class Stats:
+class Stats(Counts):
     stored: int = 0
     retried: int = 0
     failed: int = 0
     skipped: int = 0  # found finished already (stored or failed for good): not fetched again
-
-    def total(self) -> int:
-        return self.stored + self.retried + self.failed
-
-    def add(self, other: Stats) -> None:
-        for field in ("stored", "retried", "failed", "skipped"):
-            setattr(self, field, getattr(self, field) + getattr(other, field))
+    PASSIVE = ('skipped',)
 
 
 def _idle(stats: Stats) -> bool:

@@ -51,6 +51,7 @@ from api.config import Settings
 from api.db import Database
 from api.slack import events, payloads
 from api.slack.payloads import BadEvent
+from api.worker_loop import Counts
 
 log = structlog.get_logger("chronicle.slack")
 
@@ -68,7 +69,7 @@ class SocketModeError(Exception):
 
 
 @dataclasses.dataclass
-class Stats:
+class Stats(Counts):
     """What happened since the last pass: envelopes received, stored (acked), ignored (acked: unhandled type,
     channel not archived), refused (BadEvent, acked), failed (not acked: Slack redelivers), others (non-event
     envelopes, acked), redelivered (retry_attempt > 0), reconnects (connections opened after the first)."""
@@ -81,16 +82,6 @@ class Stats:
     others: int = 0
     redelivered: int = 0
     reconnects: int = 0
-
-    def add(self, other: Stats) -> None:
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
-
-    def total(self) -> int:
-        return sum(dataclasses.astuple(self))
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 def ingest_payload(db: Database, settings: Settings, payload: Any) -> str:

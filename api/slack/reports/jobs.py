@@ -27,7 +27,7 @@ import structlog
 from api import workqueue
 from api.db import Database
 from api.slack.reports import store
-from api.worker_loop import run_worker
+from api.worker_loop import Counts, run_worker
 from api.workqueue import WorkItem
 
 QUEUE = "slack_reports"
@@ -51,23 +51,11 @@ def submit(db: Database, team_id: str, report_id: str, options: dict[str, Any]) 
 
 
 @dataclasses.dataclass
-class Stats:
+class Stats(Counts):
     done: int = 0
     retried: int = 0
     failed: int = 0
     skipped: int = 0  # items of jobs already finished (handed out again after a crash, or within the settle time)
-
-    def total(self) -> int:
-        return self.done + self.retried + self.failed + self.skipped
-
-    def add(self, other: Stats) -> None:
-        self.done += other.done
-        self.retried += other.retried
-        self.failed += other.failed
-        self.skipped += other.skipped
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 def _idle(stats: Stats) -> bool:
