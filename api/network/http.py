@@ -9,7 +9,9 @@ the cross-table modules (actions.py, home.py, post_search.py, top100.py) or one 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import current_app, url_for
 from flask.views import MethodView
@@ -130,24 +132,18 @@ def list_posts(args: dict, network: str, account_id: int):
     return {"account": account, "posts": page, "next_cursor": next_cursor}
 
 
-@blp.route(f"/<network>/accounts/<{ID}:account_id>/followers")
+# Both directions of a relation: one view, the direction given by the route (never by the client).
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/followers", endpoint="list_followers",
+           defaults={"direction": FOLLOWER})
+@blp.route(f"/<network>/accounts/<{ID}:account_id>/follows", endpoint="list_follows",
+           defaults={"direction": FOLLOWS})
 @blp.arguments(RelationArgs, location="query")
 @blp.response(200, RelationSchema(many=True))
 @blp.alt_response(404, description="unknown account")
-def list_followers(args: dict, network: str, account_id: int):
-    """The followers of an account (up to `limit`)."""
+def list_relations(args: dict, network: str, account_id: int, direction: str):
+    """The followers of an account (`/followers`) or the accounts it follows (`/follows`), up to `limit`."""
     _account(network, account_id)
-    return relations.listing(get_db(), network, account_id, FOLLOWER, args["limit"])
-
-
-@blp.route(f"/<network>/accounts/<{ID}:account_id>/follows")
-@blp.arguments(RelationArgs, location="query")
-@blp.response(200, RelationSchema(many=True))
-@blp.alt_response(404, description="unknown account")
-def list_follows(args: dict, network: str, account_id: int):
-    """The accounts an account follows (up to `limit`)."""
-    _account(network, account_id)
-    return relations.listing(get_db(), network, account_id, FOLLOWS, args["limit"])
+    return relations.listing(get_db(), network, account_id, direction, args["limit"])
 
 
 # -- Q4 --------------------------------------------------------------------------------------------------------
@@ -252,12 +248,22 @@ class OnePost(MethodView):
         return {"post_id": post_id, "likes_to_purge": liked}
 
 
+
+def _like_endpoint(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The documented response of a like change (PUT likes, DELETE unlikes; both admin, both idempotent)."""
+    documented = blp.doc(**_ADMIN_DOC)(reads_own_writes(method))
+    return blp.response(200, LikeResultSchema)(blp.alt_response(404, description="unknown post or account")(
+        documented))
+
+
 @blp.route(f"/<network>/posts/<{ID}:post_id>/likes/<{ID}:user_id>")
 class Like(MethodView):
     """`user_id` likes the post (admin; idempotent)."""
 
-    def _post_and_user(self, network: str, post_id: int, user_id: int) -> tuple[Post, dict[str, int]]:
-        """The post with its term buckets (where the like's count is copied), once the liker is known."""
+    @staticmethod
+    def _change(network: str, post_id: int, user_id: int, change: Callable[..., int]) -> dict[str, int]:
+        """Like or unlike (`change`) once the post (with its term buckets, where the count is copied) and the
+        liker are known."""
         _admin()
         user_f = accounts.start_get_account(get_db(), _network(network), user_id, counts=False)
         post, buckets = posts.post_and_term_buckets(get_db(), network, post_id)
@@ -265,27 +271,18 @@ class Like(MethodView):
             abort(404, message=f"post {post_id} not found in network {network}")
         if accounts.account_from(user_f) is None:
             abort(404, message=f"account {user_id} not found in network {network}")
-        return post, buckets
+        count = change(get_db(), network, post, user_id, buckets)
+        return {"post_id": post_id, "user_id": user_id, "like_count": count}
 
-    @blp.response(200, LikeResultSchema)
-    @blp.alt_response(404, description="unknown post or account")
-    @blp.doc(**_ADMIN_DOC)
-    @reads_own_writes
+    @_like_endpoint
     def put(self, network: str, post_id: int, user_id: int):
         """`user_id` likes the post."""
-        post, buckets = self._post_and_user(network, post_id, user_id)
-        count = actions.like(get_db(), network, post, user_id, buckets)
-        return {"post_id": post_id, "user_id": user_id, "like_count": count}
+        return self._change(network, post_id, user_id, actions.like)
 
-    @blp.response(200, LikeResultSchema)
-    @blp.alt_response(404, description="unknown post or account")
-    @blp.doc(**_ADMIN_DOC)
-    @reads_own_writes
+    @_like_endpoint
     def delete(self, network: str, post_id: int, user_id: int):
         """`user_id` no longer likes the post."""
-        post, buckets = self._post_and_user(network, post_id, user_id)
-        count = actions.unlike(get_db(), network, post, user_id, buckets)
-        return {"post_id": post_id, "user_id": user_id, "like_count": count}
+        return self._change(network, post_id, user_id, actions.unlike)
 
 
 # -- Q6 --------------------------------------------------------------------------------------------------------
