@@ -42,6 +42,13 @@ in 3 teams (one quota below its share), lease 3 s, 5% of items abandoned and sub
 unknown category first, 5% submitted twice, one gunicorn worker SIGKILLed at 30%; every check of the test (no
 item lost or doubled, quotas never passed, statistics equal the log, reconcile clean) must hold. Figures: the
 run's seconds and items/s, and its counts (leases, retries, 409s, quota refusals), in `tagging-faulted-*.json`.
+
+    .venv/bin/python -m bench.tagging --restart-run [--restart-items 400] [--restart-taggers 20]
+
+runs the load test's node-restart scenario (`node_restart_run`): a Cassandra node of the run's own
+(127.0.0.11:9343) is stopped and started at 30% while the taggers work; every check above must hold, and some
+requests must have been retried. Figures: the seconds the node was away, the run's counts, in
+`tagging-restart-*.json`.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from api.config import Settings
 from api.db import Database
 from api.network import posts
 from api.network.values import Post
@@ -378,6 +386,24 @@ def faulted_run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def restart_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The load test's node-restart scenario (see the module docstring); raises if a check fails."""
+    from tests.tagging.test_tagging_load import node_restart_run
+
+    result: dict[str, Any] = {"bench": "tagging-restart", "args": vars(args), "cpus": os.cpu_count()}
+    started = time.perf_counter()
+    logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-restart-{os.getpid()}"
+    summary = node_restart_run(Settings.from_env(), logs, items_wanted=args.restart_items,
+                               taggers=args.restart_taggers)
+    result["summary"] = summary
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["figures"] = {"node_away_s": summary["node_away_s"], "run_seconds": summary["seconds"],
+                         "leases": summary["leases"]}
+    result["verdict"] = {"every_check_of_the_load_test_held": True}  # node_restart_run raised otherwise
+    _note("restart run", result["figures"])
+    return result
+
+
 def _table(result: dict[str, Any]) -> None:
     lines = ["", "| phase | taggers | submits/s | next p50 / p99 ms | submit p50 / p99 ms | other answers |",
              "|---|---|---|---|---|---|"]
@@ -415,7 +441,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the load test's faulted scenario at full size (see above)")
     parser.add_argument("--faulted-items", type=int, default=5000, help="items of the faulted run")
     parser.add_argument("--faulted-taggers", type=int, default=50, help="taggers of the faulted run")
+    parser.add_argument("--restart-run", action="store_true",
+                        help="only the load test's node-restart scenario (see above)")
+    parser.add_argument("--restart-items", type=int, default=400, help="items of the restart run")
+    parser.add_argument("--restart-taggers", type=int, default=20, help="taggers of the restart run")
     args = parser.parse_args(argv)
+    if args.restart_run:
+        configure_logging("WARNING", stream=sys.stderr)
+        write_result("tagging-restart", restart_run(args))
+        return 0
     if args.faulted_run:
         configure_logging("WARNING", stream=sys.stderr)
         write_result("tagging-faulted", faulted_run(args))

@@ -159,7 +159,6 @@ def test_a_worker_command_logs_to_stderr_and_prints_only_its_summary_on_stdout(s
     """A job that runs logs a line: it goes to stderr as JSON, and stdout is the summary alone (unconfigured,
     structlog printed plain lines on stdout ahead of it)."""
     from api.network import jobs
-
     from tests.network.helpers import stop_jobs
 
     network = f"logs{uuid.uuid4().hex[:8]}"  # a network of no posts: its term job finds nothing and is done

@@ -22,9 +22,9 @@ a real double assignment. Asserted afterwards:
   leases the user saw) once the worker caught up, and `chronicle tagging reconcile` exits 0;
 - no 5xx other than the retried 502/503/504, and no unexpected answer.
 
-Faults: test 1 SIGKILLs one gunicorn worker mid-run (the master starts another). Test 2 (`slow`: it starts a
-Cassandra node of its own, 127.0.0.11:9343, so the local node other tests and people use is never stopped)
-stops and starts that node mid-run with 20 taggers working through 400 items.
+Faults: the test SIGKILLs one gunicorn worker mid-run (the master starts another). The node-restart scenario
+(`node_restart_run`: a Cassandra node of its own, 127.0.0.11:9343, stopped and started mid-run with 20 taggers
+working through 400 items, the same checks) is a benchmark run: `python -m bench.tagging --restart-run`.
 
 Sizes: every check above holds per item and per lease, so the tests run 50 taggers over 1,500 items (test 1), not
 the 5,000 of the first version: each probability still fires dozens of times (about 75 abandoned items, 70
@@ -706,24 +706,21 @@ def test_fifty_taggers_expiries_retries_and_a_killed_worker(db: Database, settin
     killed_worker_run(db, settings, tmp_path / "served", items_wanted=1500, taggers=50, seconds=240)
 
 
-# A Cassandra node of this test's own, so stopping it disturbs no other test or person (the local node stays up).
+# The node-restart scenario is a benchmark run, not a test (it starts a Cassandra node of its own and stops it
+# mid-run: ~50 s): `python -m bench.tagging --restart-run` (bench/tagging.py) runs it with every check below.
 def _own_node() -> NodeSpec:
+    """A node of the run's own, so stopping it disturbs no test or person (the local node stays up)."""
     return NodeSpec(name="tagging-load", address="127.0.0.11", native_port=9343, storage_port=7403, jmx_port=7423,
                     home=state_dir() / "test-tagging-load" / "node1", cluster_name="chronicle-tagging-load",
                     seeds=("127.0.0.11",), initial_token=0, heap="768M", heap_new="192M")
 
 
-@pytest.fixture(scope="module")
-def own_node() -> Iterator[NodeSpec]:
-    spec = _own_node()
-    start_node(spec, log=lambda _m: None)
-    yield spec
-    stop_node(spec, log=lambda _m: None)
-
-
-@pytest.mark.slow
-def test_node_restart_mid_run_loses_and_doubles_nothing(own_node: NodeSpec, settings: Settings,
-                                                        tmp_path: Path) -> None:
+def node_restart_run(settings: Settings, logs: Path, *, items_wanted: int = 400, taggers: int = 20) -> dict[str, Any]:
+    """Taggers work through a project while their Cassandra node (of its own) is stopped and started again at
+    30%: nothing lost or doubled, every check of `check_run` holds, and some requests were retried. Returns
+    the run's summary with the seconds the node was away."""
+    own_node = _own_node()
+    start_node(own_node, log=lambda _m: None)
     node_settings = dataclasses.replace(settings, contact_points=[own_node.address],
                                         cassandra_port=own_node.native_port,
                                         keyspace=f"tagload_{os.getpid()}_{random.randrange(16 ** 4):04x}")
@@ -731,12 +728,12 @@ def test_node_restart_mid_run_loses_and_doubles_nothing(own_node: NodeSpec, sett
     migrate(admin, node_settings.keyspace, node_settings.replication_map(), log=lambda _m: None)
     db = Database(node_settings)
     try:
-        # Smaller than the first test's run (it covers the volume): what this one adds is the node going away and
-        # coming back, which a few hundred items in flight around the restart exercise as well (the node is down
-        # for ~20 s while 280 items are still to do: every tagger meets it; beta's quota 60 is below its third).
-        setup = load_project(db, items_wanted=400, taggers=20, quotas={"alpha": None, "beta": 60, "gamma": 300},
+        # The node is down for ~20 s while most items are still to do: every tagger meets it (beta's quota is
+        # below its third, so quota refusals happen around the restart too).
+        setup = load_project(db, items_wanted=items_wanted, taggers=taggers,
+                             quotas={"alpha": None, "beta": items_wanted * 3 // 20, "gamma": items_wanted * 3 // 4},
                              lease_seconds=3)
-        with served(node_settings, tmp_path / "served", workers=2) as srv:
+        with served(node_settings, logs, workers=2) as srv:
             restarted: list[float] = []
 
             def restart_node(run: Run) -> None:
@@ -750,14 +747,17 @@ def test_node_restart_mid_run_loses_and_doubles_nothing(own_node: NodeSpec, sett
                     run.problem(f"chronicle tagging worker exited ({srv.worker.returncode}) while the node was down")
                     run.stop.set()
 
-            run, taggers = simulate(srv.base, setup, seconds=170, fault=restart_node, fault_at=0.3)
+            run, tagger_logs = simulate(srv.base, setup, seconds=170 + items_wanted // 4, fault=restart_node,
+                                        fault_at=0.3)
             assert restarted, f"the node was not restarted ({len(run.accepted)}/{setup.total}): {run.problems[:5]}"
             assert srv.worker.poll() is None, "chronicle tagging worker exited\n" + srv.log_tail()
-            summary = check_run(db, srv, setup, run, taggers)
+            summary = check_run(db, srv, setup, run, tagger_logs)
             assert any(k.startswith("retried") for k in summary["counts"]), summary["counts"]
-            print(f"node down and up again in {restarted[0]:.1f} s")
+            summary["node_away_s"] = round(restarted[0], 1)
+            return summary
     finally:
         db.close()
         with contextlib.suppress(Exception):
             admin.execute_raw(f"DROP KEYSPACE IF EXISTS {node_settings.keyspace}", timeout=120)
         admin.close()
+        stop_node(own_node, log=lambda _m: None)
