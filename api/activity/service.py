@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import multiprocessing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, timedelta
 from typing import Any
 
@@ -133,13 +133,24 @@ def rebuild_days(db: Database, archive: Archive, wanted: dict[str, Iterable[date
     """Rebuild these local days of these accounts, each written even when empty; returns the days written."""
     zones = zones if zones is not None else archive.time_zones(db, wanted)
     total = 0
-    # One build per account-run of at most SLICE_DAYS days (a mark spans a day or two; history marks more).
     for account, days in wanted.items():
-        ordered = sorted(set(days))
-        for i in range(0, len(ordered), SLICE_DAYS):
-            part = ordered[i:i + SLICE_DAYS]
+        for part in spans(days):
             total += build_days(db, archive, {account: part}, zones, keep_empty=lambda _a, _d: True).days_written
     return total
+
+
+def spans(days: Iterable[date], width: int = SLICE_DAYS) -> Iterator[list[date]]:
+    """`days` in order, cut into runs that each lie within `width` calendar days: a build reads its account's
+    whole window from its first day to its last, so scattered days (a mark spans a day or two; imported
+    history marks days years apart) must not make one build read every day in between."""
+    part: list[date] = []
+    for day in sorted(set(days)):
+        if part and (day - part[0]).days >= width:
+            yield part
+            part = []
+        part.append(day)
+    if part:
+        yield part
 
 
 def run_id(archive: Archive, first: date, last: date, accounts: Sequence[str] | None) -> str:

@@ -163,3 +163,38 @@ def test_imported_reactions_are_indexed_marked_and_dated_on_their_messages_day(d
     assert served("UAUTH") == {"2024-03-05": [(at[0], "message"), (at[0], "reaction_received"),
                                               (at[1], "message"), (at[1], "reaction_received")],
                                "2026-06-01": []}
+
+
+def test_scattered_days_are_rebuilt_in_runs_that_each_read_a_bounded_window(db, monkeypatch):
+    """A rebuild of days years apart (imported history marks such days) builds runs that each lie within
+    SLICE_DAYS calendar days: no build reads every day in between (it read 385 days per sample account before).
+    Every day is in exactly one run, in order, and each stored day holds exactly its own events."""
+    wanted = [date(2021, 3, 1), date(2021, 3, 30), date(2021, 4, 1), date(2023, 7, 4), date(2026, 2, 10),
+              date(2021, 3, 2), date(2026, 2, 10)]
+    runs = list(service.spans(wanted))
+    assert [d for run in runs for d in run] == sorted(set(wanted))
+    assert all((run[-1] - run[0]).days < service.SLICE_DAYS for run in runs)
+    assert len(runs) == 4  # 1-30 March 2021, 1 April 2021 (31 days after 1 March), 2023, 2026
+
+    network = f"scatter{uuid.uuid4().hex[:8]}"
+    archive = service.Archive.network(network)
+    happened, writes = {}, []
+    for n, day in enumerate(sorted(set(wanted))):
+        at = int(datetime(day.year, day.month, day.day, 12, tzinfo=UTC).timestamp()) * US + n
+        writes += activity_log.event_writes(network, "follow", 500 + n, AUTHOR, at)
+        happened[day] = [ev.event(at, "followed_by", user=str(500 + n))]
+    db.execute_many(writes)
+    windows: list[tuple[int, int]] = []
+    real_collect = network_activity.collect
+
+    def collect(db_, network_, wanted_windows, stats=None):
+        windows.extend(wanted_windows.values())
+        return real_collect(db_, network_, wanted_windows, stats)
+
+    monkeypatch.setattr(network_activity, "collect", collect)
+    assert service.rebuild_days(db, archive, {str(AUTHOR): wanted}, {str(AUTHOR): "UTC"}) == len(happened)
+    assert len(windows) == len(runs)
+    assert max(end - start for start, end in windows) <= service.SLICE_DAYS * 86_400 * US
+    for day, events in happened.items():
+        stored = service.read(db, archive, str(AUTHOR), [day], contiguous=True, summary=False)[0]
+        assert stored["events"] == events, day
