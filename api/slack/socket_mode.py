@@ -3,12 +3,17 @@ public URL), through slack-sdk's built-in Socket Mode client (`slack_sdk.socket_
 
 One ingest path: an `events_api` envelope's payload is the Events API body, so it goes through `payloads.parse` and
 `events.handle`, exactly what the HTTP endpoint calls after the signature check (the WebSocket itself is what the
-app-level token authenticates). The envelope is acknowledged only once `handle` returned, i.e. once its rows are
-written: an envelope whose write failed (Cassandra unavailable), or that was in flight when the socket dropped, is
-not acknowledged, and Slack delivers it again (`retry_attempt` + 1), on this connection or the next. The redelivery
-converges like an Events API retry (every row is written at its event time), so an event is neither lost nor
-stored twice. A payload `handle` refuses (BadEvent, a 400 on the HTTP path) is acknowledged: a redelivery would be
-refused again. Envelopes of other types (slash commands, interactivity) are acknowledged and ignored.
+app-level token authenticates). The envelope is acknowledged once it is recorded (one row of `slack_event_inbox`,
+LOCAL_QUORUM: event_inbox.py), and archived after the ack from memory, on threads of its own: an ack costs one
+write, not the ~30 rows of an archived message, so the envelopes Slack sends in a burst (after a reconnect) are
+acknowledged in milliseconds. An envelope that could not be recorded (Cassandra unavailable), or that was in
+flight when the socket dropped, is not acknowledged, and Slack delivers it again (`retry_attempt` + 1); an archive
+write that fails after the ack is tried again from memory, and what a receiver that stopped or died left
+unarchived is replayed from the inbox by the next one that starts (`replay`, before it connects). Every archive
+row is written at its event time, so a redelivery or a replay converges: an event is neither lost nor stored
+twice. A payload `handle` refuses (BadEvent, a 400 on the HTTP path) is acknowledged and counted refused: a
+redelivery would be refused again. Envelopes of other types (slash commands, interactivity) are acknowledged and
+ignored.
 
 Reconnection is slack-sdk's (docs/slack.md, "Socket Mode", lists what is relied on): on a `disconnect` message it
 opens a new connection, then closes the old one; on a close frame it reconnects at once; a socket that died
@@ -33,10 +38,14 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 import select
 import socket
 import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -49,7 +58,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 from api.config import Settings
 from api.db import Database
-from api.slack import events, payloads
+from api.slack import event_inbox, events, payloads
 from api.slack.payloads import BadEvent
 from api.worker_loop import Counts
 
@@ -62,6 +71,11 @@ _LEAVING_READ_TIMEOUT = 0.02
 # during which the new connection's envelopes wait unread).
 _SESSION_POLL = 0.01
 _CLOSE_TIMEOUT = 10.0  # seconds a close waits for slack-sdk's threads
+_PROGRESS_EVERY = 1.0  # seconds between two progress rows (event_inbox: how far this receiver archived)
+# Envelopes recorded and acknowledged but not yet archived, at most: beyond, new ones are not acknowledged (Slack
+# delivers them again later), so a receiver that falls behind holds a bounded backlog in memory.
+_MAX_PENDING = 5_000
+_RETRY_MAX_SECONDS = 5.0  # an archive write that failed is tried again after 0.2, 0.4, ... at most this
 
 
 class SocketModeError(Exception):
@@ -71,8 +85,9 @@ class SocketModeError(Exception):
 @dataclasses.dataclass
 class Stats(Counts):
     """What happened since the last pass: envelopes received, stored (acked), ignored (acked: unhandled type,
-    channel not archived), refused (BadEvent, acked), failed (not acked: Slack redelivers), others (non-event
-    envelopes, acked), redelivered (retry_attempt > 0), reconnects (connections opened after the first)."""
+    channel not archived), refused (BadEvent, acked), failed (not recorded, so not acked: Slack redelivers), others
+    (non-event envelopes, acked), redelivered (retry_attempt > 0), reconnects (connections opened after the
+    first). `stored`, `ignored` and `refused` are counted once the envelope is archived, after its ack."""
 
     received: int = 0
     stored: int = 0
@@ -82,6 +97,8 @@ class Stats(Counts):
     others: int = 0
     redelivered: int = 0
     reconnects: int = 0
+    retried: int = 0  # archive writes that failed after the ack and were tried again (from memory)
+    replayed: int = 0  # envelopes of stopped or dead receivers stored again at start (event_inbox)
 
 
 def ingest_payload(db: Database, settings: Settings, payload: Any) -> str:
@@ -127,16 +144,27 @@ class SocketModeIngest:
         self._logger = sdk_logger()
         self._lock = threading.Condition()
         self._stats = Stats()
-        self._in_flight = 0
+        self._in_flight = 0  # envelopes between their arrival and their ack (slack-sdk's threads)
         self._closing = False
         self._hellos = 0
         self.client: SocketModeClient | None = None
+        # event_inbox: this receiver's name, the envelopes recorded and acked but not yet archived (by their
+        # receipt time), the last receipt time given out, when progress was last written.
+        self.receiver = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._pending: dict[int, None] = {}
+        self._last_received_us = 0
+        self._progress_at = float("-inf")
+        self._archiver = ThreadPoolExecutor(max_workers=slack.socket_concurrency,
+                                            thread_name_prefix="socket-mode-archive")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the first connection; SocketModeError when Slack refuses the app token. Slack unreachable is
-        not fatal: `check` tries again at every pass."""
+        """Replay what stopped or dead receivers acknowledged but did not archive (`replay`), then open the first
+        connection; SocketModeError when Slack refuses the app token. Slack unreachable is not fatal: `check`
+        tries again at every pass."""
+        self.replay()
+        self._save_progress(force=True)
         web = WebClient(base_url=self._api_url, logger=self._logger)
         slack = self.settings.slack
         client = SocketModeClient(self._app_token, logger=self._logger, web_client=web,
@@ -172,9 +200,29 @@ class SocketModeIngest:
                     client.connect_to_new_endpoint()
             except Exception as exc:  # noqa: BLE001 - Slack or the network unreachable: the next pass retries
                 log.warning("slack_socket_mode_reconnect_failed", error=_SECRETS.sub("[redacted]", repr(exc))[:300])
+        self._save_progress()
         with self._lock:
             stats, self._stats = self._stats, Stats()
         return stats
+
+    def replay(self) -> int:
+        """Store again every envelope in the unfinished ranges of receivers that stopped or died (event_inbox),
+        then mark their rows finished; returns the envelopes replayed. A Cassandra failure propagates (the
+        ranges stay unfinished for the next start)."""
+        replayed = 0
+        for receiver, first_us, last_us in event_inbox.unfinished_ranges(self.db, self._now_us()):
+            for _received_us, envelope_id, payload in event_inbox.envelopes_between(self.db, first_us, last_us):
+                try:
+                    events.handle(self.db, self.settings, payloads.parse(json.loads(payload)))
+                except (BadEvent, ValueError) as exc:
+                    log.warning("slack_event_refused", transport="socket_mode_replay", envelope_id=envelope_id,
+                                reason=str(exc)[:300])
+                replayed += 1
+            event_inbox.finish(self.db, receiver)
+            log.info("slack_socket_mode_replayed", receiver=receiver, first_us=first_us, last_us=last_us)
+        with self._lock:
+            self._stats.replayed += replayed
+        return replayed
 
     def is_connected(self) -> bool:
         return self.client is not None and self.client.is_connected()
@@ -184,7 +232,13 @@ class SocketModeIngest:
         after a restart), let those being stored finish and be acknowledged, then close the connection."""
         with self._lock:
             self._closing = True
-            self._lock.wait_for(lambda: self._in_flight == 0, timeout=drain_seconds)
+            self._lock.wait_for(lambda: self._in_flight == 0 and not self._pending, timeout=drain_seconds)
+        self._archiver.shutdown(wait=False, cancel_futures=True)
+        try:
+            # What is left pending (Cassandra down) is replayed by the next receiver that starts.
+            self._save_progress(force=True, closed=True)
+        except DriverException as exc:  # silent for DEAD_AFTER_S, the row is then replayed as a dead one's
+            log.warning("slack_socket_mode_progress_failed", error=repr(exc)[:300])
         if self.client is not None:
             # slack-sdk's close waits for its reader, blocked in a read of up to 3 s: end the read side now (the
             # acks are all sent; beneath TLS, so the wrapper is not involved).
@@ -239,35 +293,102 @@ class SocketModeIngest:
                 self._lock.notify_all()
 
     def _handle(self, client: SocketModeClient, request: SocketModeRequest) -> None:
+        """Record the envelope (event_inbox), acknowledge it, and hand it to the archive threads. Not recorded
+        (Cassandra failed, or too much is waiting to be archived): not acknowledged, so Slack delivers it again."""
         count: dict[str, int] = {"received": 1, "redelivered": int(bool(request.retry_attempt))}
+        received_us = None
+        if request.type == "events_api":
+            with self._lock:
+                if len(self._pending) < _MAX_PENDING:
+                    received_us = self._last_received_us = max(self._now_us(), self._last_received_us + 1)
+                    self._pending[received_us] = None
+            try:
+                if received_us is None:
+                    raise OverflowError(f"{_MAX_PENDING} envelopes wait to be archived")
+                event_inbox.record(self.db, received_us, request.envelope_id, json.dumps(request.payload))
+            except (DriverException, OverflowError) as exc:
+                count["failed"] = 1
+                log.warning("slack_event_store_failed", transport="socket_mode", envelope_id=request.envelope_id,
+                            error=repr(exc)[:300])
+                self._settle(received_us, count)
+                return
+        else:
+            count["others"] = 1
+        with self._lock:
+            for name, n in count.items():
+                setattr(self._stats, name, getattr(self._stats, name) + n)
         try:
-            if request.type != "events_api":
-                count["others"] = 1
-            else:
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        except Exception as exc:  # noqa: BLE001 - the socket went away: the envelope is redelivered, converges
+            log.info("slack_socket_mode_ack_lost", envelope_id=request.envelope_id, error=type(exc).__name__)
+        if received_us is not None:
+            # Closing (the archive threads are gone): it stays pending, and the next receiver replays it.
+            with contextlib.suppress(RuntimeError):
+                self._archiver.submit(self._archive, received_us, request)
+
+    def _archive(self, received_us: int, request: SocketModeRequest) -> None:
+        """Store an acknowledged envelope: the Events endpoint's own path (`ingest_payload`). A Cassandra failure
+        is retried from memory while running; at close, what is left is replayed by the next receiver."""
+        count: dict[str, int] = {}
+        delay = 0.2
+        while True:
+            try:
                 outcome = ingest_payload(self.db, self.settings, request.payload)
                 count["stored" if outcome == "stored" else "ignored"] = 1
                 if request.retry_attempt:
                     log.info("slack_event_retry", transport="socket_mode", envelope_id=request.envelope_id,
                              retry=request.retry_attempt, reason=request.retry_reason, outcome=outcome)
-        except BadEvent as exc:
-            count["refused"] = 1
-            log.warning("slack_event_refused", transport="socket_mode", envelope_id=request.envelope_id,
-                        reason=str(exc)[:300])
-        except DriverException as exc:
-            # Not acknowledged: Slack redelivers it (retry_attempt + 1) and the idempotent writes complete.
-            count["failed"] = 1
-            log.warning("slack_event_store_failed", transport="socket_mode", envelope_id=request.envelope_id,
-                        error=repr(exc)[:300])
-        finally:
-            with self._lock:
-                for name, n in count.items():
-                    setattr(self._stats, name, getattr(self._stats, name) + n)
-        if count.get("failed"):
+                break
+            except BadEvent as exc:
+                count["refused"] = 1
+                log.warning("slack_event_refused", transport="socket_mode", envelope_id=request.envelope_id,
+                            reason=str(exc)[:300])
+                break
+            except DriverException as exc:
+                with self._lock:
+                    self._stats.retried += 1
+                log.warning("slack_event_archive_retry", transport="socket_mode", envelope_id=request.envelope_id,
+                            delay_s=delay, error=repr(exc)[:300])
+                if self._closing:
+                    return  # left pending: replayed by the next receiver that starts
+                time.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_SECONDS)
+                if self._closing:
+                    return
+        self._settle(received_us, count)
+
+    def _settle(self, received_us: int | None, count: dict[str, int]) -> None:
+        with self._lock:
+            if received_us is not None:
+                self._pending.pop(received_us, None)
+            for name, n in count.items():
+                setattr(self._stats, name, getattr(self._stats, name) + n)
+            self._lock.notify_all()
+
+    # -- progress (event_inbox) ------------------------------------------------------------------------------
+
+    def _now_us(self) -> int:
+        return int(self.db.clock.time() * 1_000_000)
+
+    def _save_progress(self, *, force: bool = False, closed: bool = False) -> None:
+        """Write how far this receiver archived (at most every _PROGRESS_EVERY seconds unless `force`): every
+        envelope it recorded before the oldest one still pending, or before the next one, is archived."""
+        now = self.db.clock.monotonic()
+        if not force and now - self._progress_at < _PROGRESS_EVERY:
             return
+        self._progress_at = now
+        with self._lock:
+            pending = min(self._pending) if self._pending else None
+            if pending is None:  # all archived: later envelopes get receipt times from `through` on
+                self._last_received_us = max(self._last_received_us, self._now_us())
+            through = pending if pending is not None else self._last_received_us + 1
         try:
-            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
-        except Exception as exc:  # noqa: BLE001 - the socket went away: the envelope is redelivered, converges
-            log.info("slack_socket_mode_ack_lost", envelope_id=request.envelope_id, error=type(exc).__name__)
+            event_inbox.save_progress(self.db, self.receiver, through, self._now_us(), closed=closed,
+                                      finished=closed and pending is None)
+        except DriverException as exc:
+            if force:
+                raise
+            log.warning("slack_socket_mode_progress_failed", error=repr(exc)[:300])
 
 
 def _run_session(client: SocketModeClient) -> None:

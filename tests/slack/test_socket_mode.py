@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from api.cli import chronicle as cli
 from api.config import ConfigError, SlackSettings
-from api.slack import events, messages
+from api.slack import event_inbox, events, messages
 from api.slack.socket_mode import SocketModeError, SocketModeIngest, Stats, sdk_logger
 from api.slack.timeutil import ts_to_us
 from api.worker_loop import StopOnSignal, run_worker
@@ -114,21 +114,30 @@ def test_events_converge_across_forced_reconnects(db, settings):
     assert total.stored - 300 <= sum(1 for _envelope, retry, _conn in socket_mode.deliveries if retry)
 
 
-def test_an_unacknowledged_envelope_is_redelivered_and_converges(db, settings, monkeypatch):
-    """A write that fails (Cassandra timed out) is not acknowledged; Slack's redelivery (retry_attempt 1) stores
-    it. The same event delivered twice more (an ack lost with its socket) leaves one message row."""
+def test_an_envelope_not_recorded_is_redelivered_and_a_failed_archive_write_is_retried(db, settings, monkeypatch):
+    """An envelope whose inbox row could not be written (Cassandra timed out) is not acknowledged: Slack's
+    redelivery (retry_attempt 1) stores it. An archive write that fails after the ack is tried again from memory
+    (acked once, retried once). The same event delivered twice more (an ack lost with its socket) leaves one
+    message row."""
     team = _team()
     sent = _events(team, 4, channels=1)
-    handle = events.handle
-    failing = {sent[1]["event_id"]}
+    record, handle = event_inbox.record, events.handle
+    record_fails, archive_fails = {sent[1]["event_id"]}, {sent[3]["event_id"]}
 
-    def flaky(db_, settings_, env):
-        if getattr(env, "event_id", None) in failing:
-            failing.clear()
-            raise OperationTimedOut("test: the write timed out")
+    def flaky_record(db_, received_us, envelope_id, payload):
+        if json.loads(payload)["event_id"] in record_fails:
+            record_fails.clear()
+            raise OperationTimedOut("test: the inbox write timed out")
+        return record(db_, received_us, envelope_id, payload)
+
+    def flaky_handle(db_, settings_, env):
+        if getattr(env, "event_id", None) in archive_fails:
+            archive_fails.clear()
+            raise OperationTimedOut("test: the archive write timed out")
         return handle(db_, settings_, env)
 
-    monkeypatch.setattr(events, "handle", flaky)
+    monkeypatch.setattr(event_inbox, "record", flaky_record)
+    monkeypatch.setattr(events, "handle", flaky_handle)
     with _slack(ack_timeout=0.5) as (web, socket_mode), _receiving(db, settings, web) as (_receiver, total):
         socket_mode.wait_connected()
         ids = [socket_mode.send_event(p) for p in sent]
@@ -136,8 +145,52 @@ def test_an_unacknowledged_envelope_is_redelivered_and_converges(db, settings, m
         socket_mode.wait_all_acked(timeout=20)
     retried = [(env_id, retry) for env_id, retry, _conn in socket_mode.deliveries if env_id == ids[1]]
     assert retried == [(ids[1], 0), (ids[1], 1)]  # refused once (no ack), stored on Slack's redelivery
+    assert [(env_id, retry) for env_id, retry, _conn in socket_mode.deliveries if env_id == ids[3]] == [(ids[3], 0)]
     assert all(socket_mode.acks[i] == 1 for i in ids + duplicates)
-    assert total.failed == 1 and total.redelivered == 1 and total.stored == 6
+    assert (total.failed, total.redelivered, total.retried, total.stored) == (1, 1, 1, 6)
+    assert _archived(db, team, sent) == _expected(sent)
+
+
+@pytest.mark.parametrize("ending", ["died", "stopped"])
+def test_what_a_receiver_acknowledged_but_did_not_archive_is_replayed_by_the_next(db, settings, monkeypatch,
+                                                                                    ending):
+    """A receiver acknowledges envelopes, then dies (no progress for DEAD_AFTER_S: here 0) or stops while its
+    archive writes fail (Cassandra down): Slack will not send them again. The next receiver to start replays them
+    from the inbox before it connects; each is archived once, and the old receiver's range is finished (a third
+    receiver replays nothing)."""
+    team = _team()
+    sent = _events(team, 6, channels=2)
+    monkeypatch.setattr(event_inbox, "DEAD_AFTER_S", 0)
+    handle = events.handle
+
+    def down(_db, _settings, _env):
+        raise OperationTimedOut("test: Cassandra is down for the archive")
+
+    monkeypatch.setattr(events, "handle", down)
+    with _slack() as (web, socket_mode):
+        first = SocketModeIngest(db, settings, app_token=APP_TOKEN, api_url=web.base_url)
+        first.start()
+        socket_mode.wait_connected()
+        for payload in sent:
+            socket_mode.send_event(payload)
+        socket_mode.wait_all_acked(timeout=20)
+        assert first.check().received == len(sent)
+        if ending == "stopped":
+            first.close(drain_seconds=0.5)
+        else:  # it dies: its connection goes, nothing more is written or tried
+            first._closing = True
+            first._archiver.shutdown(wait=False, cancel_futures=True)
+            first.client.close()
+    assert _archived(db, team, sent) == {}  # acked, not archived
+    monkeypatch.setattr(events, "handle", handle)
+    with _slack() as (web, _socket_mode):
+        second = SocketModeIngest(db, settings, app_token=APP_TOKEN, api_url=web.base_url)
+        second.start()
+        replayed = second.check().replayed
+        second.close()
+        third = SocketModeIngest(db, settings, app_token=APP_TOKEN, api_url=web.base_url)
+        assert third.replay() == 0
+    assert replayed >= len(sent)
     assert _archived(db, team, sent) == _expected(sent)
 
 
