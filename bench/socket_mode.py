@@ -117,8 +117,18 @@ def run(db: Database, *, events: int, reconnects: int, rate: float, channels: in
             deliveries = list(fake.deliveries)
             acks = dict(fake.acks)
             hellos, forced_at = list(fake.hellos), list(fake.forced)
+            acked_at = list(fake.acked_at)
             given_up = len(fake.given_up)
             connections = fake.connections
+    # Where the slow acks are: each ack over 50 ms, by the time since the last forced reconnect before its send.
+    slow_after: list[float] = []
+    slow_by_kind: dict[str, int] = {}
+    for sent_at, _acked_at in [(a, b) for a, b in acked_at if b - a > 0.05]:
+        before = [(at, what) for at, what in forced_at if at <= sent_at]
+        last = max(before) if before else (float("-inf"), "none")
+        slow_after.append(sent_at - last[0])
+        kind = last[1] if sent_at - last[0] <= 1.0 else "none"
+        slow_by_kind[kind] = slow_by_kind.get(kind, 0) + 1
     gaps = []
     for at, _what in forced_at:
         later = [h for h in hellos if h > at]
@@ -137,6 +147,9 @@ def run(db: Database, *, events: int, reconnects: int, rate: float, channels: in
                            "p99": round(_percentile(latencies, 0.99) * 1000, 2),
                            "max": round(max(latencies) * 1000, 2) if latencies else 0.0,
                            "mean": round(statistics.fmean(latencies) * 1000, 2) if latencies else 0.0},
+        "acks_over_50ms": {"count": len(slow_after),
+                           "within_1s_of_a_forced_reconnect": sum(1 for t in slow_after if t <= 1.0),
+                           "by_reconnect_kind": slow_by_kind},
         "reconnect_gap_s": {"each": gaps, "max": max((g for g in gaps if g is not None), default=None)},
         "ping_interval_s": db.settings.slack.socket_ping_interval,
         "concurrency": db.settings.slack.socket_concurrency,

@@ -9,7 +9,7 @@ from api.cli.workers import pass_reporter, worker_session
 
 
 @click.command("socket-mode", context_settings=CONTEXT, short_help="Receive Slack events over Socket Mode.")
-@click.option("--interval", default=0.5, show_default=True,
+@click.option("--interval", default=0.1, show_default=True,
               help="Seconds between two checks of the connection (a dead one is replaced at the next check).")
 @keyspace_option
 @click.option("--max-passes", type=int, default=0, help="Stop after this many checks (0 = no limit).")
@@ -26,7 +26,6 @@ def socket_mode(interval: float, keyspace: str | None, max_passes: int) -> None:
     """
     from api.slack.socket_mode import SocketModeError, SocketModeIngest, Stats
     from api.worker_loop import run_worker
-
     db = database(keyspace)
     if not db.settings.slack.app_token:
         fail("no app-level token: set CHRONICLE_SLACK_APP_TOKEN=xapp-... (docs/slack.md, Socket Mode)", Exit.USAGE)

@@ -23,9 +23,10 @@ close frame: slack-sdk then reads empty bytes in a busy loop until 5 pings faile
 pass instead; on a `disconnect` message the old socket's read timeout is cut to 20 ms, so slack-sdk's switch to
 the new connection (which waits for the old socket's blocking read, up to 3 s) is not held up; and its session
 runner looks for the new connection every 10 ms instead of 100 ms. Each delay would otherwise be an ack delay for
-the envelopes Slack sends on the new connection meanwhile. The session runner itself is replaced (`_run_session`:
-slack-sdk's reads the session and its state apart, a race that leaves it deaf after a reconnect), and `close` is
-bounded (`_close_client`).
+the envelopes Slack sends on the new connection meanwhile. The session runner itself is replaced (`_Readers`:
+one reader thread per connection, started as soon as it is current, instead of slack-sdk's one runner that reads
+a new connection only after the old read loop ended, and that reads the session and its state apart), acks go
+out without Nagle's delay (TCP_NODELAY), and `close` is bounded (`_close_client`).
 
 The app-level token is never logged: slack-sdk logs through a logger of this object's own, at INFO at most (its
 DEBUG lines carry request bodies, where apps.connections.open puts the token), with tokens and WebSocket tickets
@@ -169,13 +170,13 @@ class SocketModeIngest:
         slack = self.settings.slack
         client = SocketModeClient(self._app_token, logger=self._logger, web_client=web,
                                   ping_interval=slack.socket_ping_interval, concurrency=slack.socket_concurrency,
-                                  on_message_listeners=[self._on_raw])
+                                  on_message_listeners=[self._on_raw], on_error_listeners=[self._on_socket_error])
         client.socket_mode_request_listeners.append(self._on_request)
-        client.current_session_runner.target = lambda: _run_session(client)
+        client.current_session_runner.target = _Readers(client)
         client.current_session_runner.interval_seconds = _SESSION_POLL
         self.client = client
         try:
-            with client.connect_operation_lock:  # as every reconnect is: _run_session reads a consistent pair
+            with client.connect_operation_lock:  # as every reconnect is: _Readers reads a consistent pair
                 client.connect()
         except SlackApiError as exc:
             client.close()
@@ -186,6 +187,14 @@ class SocketModeIngest:
     def check(self) -> Stats:
         """One pass of the worker loop: replace a connection that is gone or at end of stream (module docstring),
         and return what happened since the last pass. A failed reconnect is logged and tried again next pass."""
+        self._reconnect()
+        self._save_progress()
+        with self._lock:
+            stats, self._stats = self._stats, Stats()
+        return stats
+
+    def _reconnect(self) -> None:
+        """Replace the connection if it is gone or at end of stream; a failure is logged (the next pass retries)."""
         client = self.client
         if client is not None and not self._closing:
             try:
@@ -200,10 +209,6 @@ class SocketModeIngest:
                     client.connect_to_new_endpoint()
             except Exception as exc:  # noqa: BLE001 - Slack or the network unreachable: the next pass retries
                 log.warning("slack_socket_mode_reconnect_failed", error=_SECRETS.sub("[redacted]", repr(exc))[:300])
-        self._save_progress()
-        with self._lock:
-            stats, self._stats = self._stats, Stats()
-        return stats
 
     def replay(self) -> int:
         """Store again every envelope in the unfinished ranges of receivers that stopped or died (event_inbox),
@@ -267,18 +272,30 @@ class SocketModeIngest:
             kind = json.loads(message).get("type")
         except (ValueError, AttributeError):
             return
+        session = self.client.current_session if self.client is not None else None
+        sock = getattr(session, "sock", None)
         if kind == "hello":
             with self._lock:
                 self._hellos += 1
                 if self._hellos > 1:
                     self._stats.reconnects += 1
+            if sock is not None:
+                # Acks are small frames written one after another: with Nagle's algorithm each waits for the
+                # peer's ACK of the previous one (a delayed ACK: +10 ms on every ack here, measured).
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return
-        session = self.client.current_session if self.client is not None else None
-        sock = getattr(session, "sock", None)
         if kind == "disconnect" and sock is not None:
             log.info("slack_socket_mode_disconnect", reason=json.loads(message).get("reason"))
             with contextlib.suppress(OSError):
                 sock.settimeout(_LEAVING_READ_TIMEOUT)
+
+    def _on_socket_error(self, error: Exception) -> None:
+        # On slack-sdk's reader thread, when a read failed (a reset): it closes the session, and would reconnect
+        # at its next ping check (seconds). Reconnect now, on a thread of its own (the reader must return); a
+        # no-op if another thread got there first. Envelopes Slack queues meanwhile wait for the new connection.
+        if isinstance(error, OSError) and not self._closing:
+            threading.Thread(target=self._reconnect, daemon=True, name="socket-mode-reconnect").start()
 
     def _on_request(self, client: SocketModeClient, request: SocketModeRequest) -> None:
         with self._lock:
@@ -391,16 +408,36 @@ class SocketModeIngest:
             log.warning("slack_socket_mode_progress_failed", error=repr(exc)[:300])
 
 
-def _run_session(client: SocketModeClient) -> None:
-    """slack-sdk's session runner (`SocketModeClient._run_current_session`), reading the session and its state as
-    one pair. slack-sdk's own reads them one after the other while `connect` assigns them one after the other: a
-    runner that reads the new session with the old state loops on it after the next reconnect, reading nothing
-    (every later envelope unread) and making `close` wait forever. `connect` runs under `connect_operation_lock`
-    (slack-sdk's reconnects, and `start`), so the pair is read under it."""
-    with client.connect_operation_lock:
-        session, state = client.current_session, client.current_session_state
-    if session is not None and session.is_active() and not state.terminated:
-        session.run_until_completion(state)
+class _Readers:
+    """slack-sdk's session runner (`SocketModeClient._run_current_session`), replaced: one reader thread per
+    connection, started as soon as the connection is current.
+
+    slack-sdk runs every connection's read loop on its one runner thread, so the new connection is read only once
+    the old loop returned; an old loop whose socket closed without its state being ended sleeps 0.2 s a turn
+    (`run_until_completion`), and every envelope Slack sent on the new connection meanwhile waited up to 200 ms
+    for its ack (measured). Here the runner only looks (every _SESSION_POLL) for a current connection without a
+    reader and starts one; an old loop ends on its own. The session and its state are read as one pair, under
+    `connect_operation_lock` (slack-sdk's `connect` assigns them one after the other: a loop given the new session
+    with the old state reads nothing after the next reconnect and makes `close` wait forever)."""
+
+    def __init__(self, client: SocketModeClient) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._started: dict[int, tuple[Any, threading.Thread]] = {}
+
+    def __call__(self) -> None:
+        with self.client.connect_operation_lock:
+            session, state = self.client.current_session, self.client.current_session_state
+        if session is None or not session.is_active() or state.terminated:
+            return
+        with self._lock:
+            self._started = {k: v for k, v in self._started.items() if v[1].is_alive()}
+            if id(session) in self._started and self._started[id(session)][0] is session:
+                return
+            reader = threading.Thread(target=session.run_until_completion, args=(state,), daemon=True,
+                                      name="socket-mode-reader")
+            self._started[id(session)] = (session, reader)
+        reader.start()
 
 
 def _close_client(client: SocketModeClient) -> None:

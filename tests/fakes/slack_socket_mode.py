@@ -237,6 +237,10 @@ class FakeSlackSocketMode:
                 with contextlib.suppress(OSError):
                     if how == "reset":  # SO_LINGER 0: close sends RST
                         conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        # Wake this connection's reader (blocked in recv) without sending anything: until it
+                        # returns, close() cannot release the socket, and the RST would wait for the client's
+                        # next frame (its ping, up to 5 s later): a delay of the stand-in, not of a reset.
+                        conn.sock.shutdown(socket.SHUT_RD)
                     else:
                         conn.sock.shutdown(socket.SHUT_RDWR)
                 conn.sock.close()
