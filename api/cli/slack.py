@@ -91,6 +91,13 @@ def _team_id(_ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def _enterprise_id(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--enterprise: an Enterprise Grid org id (E...), else a usage error (exit 2)."""
+    if value is not None and not re.fullmatch(r"E[A-Z0-9]{2,20}", value):
+        raise click.BadParameter(f"{value[:80]!r} is not an Enterprise Grid org id (E...)", param=param)
+    return value
+
+
 def _channel_list(value: str | None, param: click.Parameter, *, names: bool) -> list[str] | None:
     from api.slack.codec import is_slack_id
 
@@ -214,13 +221,16 @@ def _epoch(value: str | None, option: str) -> int | None:
 @click.option("--max-age-days", type=click.IntRange(0), default=21, show_default=True,
               help="Never fetch further back than this many days (0 = everything).")
 @click.option("--include-private", is_flag=True, help="Also private channels the bot is a member of.")
+@click.option("--enterprise", "enterprise_id", default=None, callback=_enterprise_id,
+              help="Enterprise Grid org id (E...): the org-wide install's token serves the workspace.")
 @click.option("--rate-wait-budget", type=float, default=900.0, show_default=True,
               help="Seconds of rate-limit waiting (Retry-After) allowed before giving up (exit 7).")
 @click.option("--dry-run", is_flag=True, help="Fetch and count; write nothing (cursors do not move).")
 @keyspace_option
 @progress_option
 def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_age_days: int, include_private: bool,
-             rate_wait_budget: float, dry_run: bool, keyspace: str | None, progress: bool) -> None:
+             enterprise_id: str | None, rate_wait_budget: float, dry_run: bool, keyspace: str | None,
+             progress: bool) -> None:
     """Backfill a workspace's history through Slack's Web API into the archive (docs/slack-history.md).
 
     users.list, conversations.list, conversations.members (a member count per run), conversations.history per
@@ -228,7 +238,9 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
     thread. Resumable: kill it at any moment and run it again; nothing is lost or stored twice. Prints a JSON
     report.
 
-    --team must be a Slack workspace id and each --channels value a channel id or name (else exit 2).
+    --team must be a Slack workspace id and each --channels value a channel id or name (else exit 2). A workspace
+    of an Enterprise Grid org installed org-wide is served by the org's token: name the org with --enterprise
+    (once its events have arrived, the archive knows the org and --enterprise may be left out).
 
     Exit codes: 0 done, 1 Slack answered an error, 2 usage error or no token, 3 Cassandra unreachable,
     5 the token was refused, 6 the token lacks a scope, 7 rate limited beyond --rate-wait-budget.
@@ -237,9 +249,11 @@ def backfill(team_id: str, channels: list[str] | None, refetch_days: int, max_ag
 
     db = database(keyspace)
     slack_settings = db.settings.slack
-    from api.slack.installations import NoToken, bot_token, refreshing
+    from api.slack.installations import NoToken, bot_token, refreshing, remember_org
 
     with cassandra_errors(), fail_on(NoToken, code=Exit.USAGE):
+        if enterprise_id:
+            remember_org(db, team_id, enterprise_id)
         token = bot_token(db, team_id)  # the installed (rotated) token, else CHRONICLE_SLACK_BOT_TOKEN(S)
     wanted = frozenset(channels) if channels else None
     options = Options(refetch_days=refetch_days, max_age_days=max_age_days, include_private=include_private,

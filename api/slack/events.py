@@ -126,6 +126,8 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
         _log_unknown_once(db, f"envelope:{envelope.type}")
         return "ignored: envelope type"
     event, team = envelope.event, envelope.team_id
+    if envelope.enterprise_id:
+        installations.remember_org(db, team, envelope.enterprise_id)
     if isinstance(event, Unhandled) and event.type in installations.LIFECYCLE_EVENTS:
         return installations.handle_event(db, envelope.raw)  # app_uninstalled / tokens_revoked: tokens off
     if isinstance(event, Unhandled):

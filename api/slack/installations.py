@@ -48,6 +48,8 @@ INSERT_INSTALLATION = Statement(
     ":bot_id, :bot_user_id, :bot_scopes, :bot_token, :bot_refresh_token, :bot_token_expires_at, :installer_user_id, "
     ":installed_at, :state, :state_changed_at)")
 SELECT_INSTALLATION = Statement(f"SELECT {_COLUMNS} FROM slack_installations WHERE install_key = ?")
+# A workspace of an org (Enterprise Grid), as its events name it: no token, only where to look.
+REMEMBER_ORG = Statement("INSERT INTO slack_installations (install_key, team_id, enterprise_id) VALUES (?, ?, ?)")
 LIST_INSTALLATIONS = Statement(f"SELECT {_COLUMNS} FROM slack_installations LIMIT {LISTING_LIMIT}")
 # Rotation: only the process that read the current refresh token writes the new pair (others re-read it).
 ROTATE_TOKEN = Statement(
@@ -142,13 +144,29 @@ def _row(db: Database, key: str) -> Any:
 
 
 def _lookup(db: Database, team_id: str | None, enterprise_id: str | None) -> Any:
-    """The row serving a workspace: its own install, else its org's (Enterprise Grid); None without either."""
+    """The row serving a workspace: its own install, else its org's (Enterprise Grid: the org named, or the one
+    its events named, `remember_org`); None without either."""
     keys = ([f"T:{team_id}"] if team_id else []) + ([f"E:{enterprise_id}"] if enterprise_id else [])
     for key in keys:
         row = _row(db, key)
         if row is not None:
             return row
+    if team_id and not enterprise_id:
+        member = _row(db, f"M:{team_id}")
+        if member is not None and member.enterprise_id:
+            return _row(db, f"E:{member.enterprise_id}")
     return None
+
+
+def remember_org(db: Database, team_id: str, enterprise_id: str) -> None:
+    """Record that a workspace belongs to an org (a row 'M:<team>'), as its events say, so that callers that know
+    only the workspace (the file worker, reports, backfill) find the org-wide install's token. Written once per
+    workspace and org per process."""
+    seen = db.caches.lru("slack.org_members", maxsize=4096)
+    if seen.get((team_id, enterprise_id)) is None:
+        db.execute(REMEMBER_ORG, (f"M:{team_id}", team_id, enterprise_id))
+        seen.set((team_id, enterprise_id), True)
+        _forget(db)
 
 
 def _cache(db: Database) -> Any:
@@ -177,7 +195,8 @@ def installation(db: Database, team_id: str | None, enterprise_id: str | None = 
 def installations(db: Database) -> Iterator[dict[str, Any]]:
     """Every installation (one row per workspace or org; at most LISTING_LIMIT), as `describe` shows it."""
     for row in db.execute(LIST_INSTALLATIONS):
-        yield describe(row)
+        if not row.install_key.startswith("M:"):  # an org's workspace: its install is the org's row
+            yield describe(row)
 
 
 def bot_token(db: Database, team_id: str, enterprise_id: str | None = None, *,

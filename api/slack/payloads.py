@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
@@ -193,6 +194,7 @@ class EventCallback:
     event_time: int  # Unix seconds
     event: Event
     raw: dict[str, Any]  # the envelope as sent (kept compressed with the record when configured)
+    enterprise_id: str | None = None  # Enterprise Grid: the workspace's org (an org-wide install serves it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +265,18 @@ def parse(value: Any) -> Envelope:
     _check_ids(value, event)
     _check_unicode(value)
     return EventCallback(team_id=value["team_id"], event_id=value["event_id"], event_time=value["event_time"],
-                         event=_parse_event(_Reader(value, event)), raw=value)
+                         event=_parse_event(_Reader(value, event)), raw=value, enterprise_id=_enterprise_of(value))
+
+
+def _enterprise_of(envelope: dict[str, Any]) -> str | None:
+    """The org of the workspace an envelope comes from: `enterprise_id` (Enterprise Grid), or the first
+    authorization's; None outside an org, or when it is not a plausible id."""
+    found = envelope.get("enterprise_id")
+    if not found:
+        authorizations = envelope.get("authorizations")
+        if isinstance(authorizations, list) and authorizations and isinstance(authorizations[0], dict):
+            found = authorizations[0].get("enterprise_id")
+    return found if isinstance(found, str) and re.fullmatch(r"E[A-Z0-9]{2,20}", found) else None
 
 
 def _unix_seconds(value: Any) -> bool:

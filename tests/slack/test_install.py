@@ -147,6 +147,35 @@ def test_org_install_serves_every_workspace_of_the_org(served, fake):
     assert installations.bot_token(db, "TSOMEWS01", enterprise_id=fake.oauth.enterprise_id) == token
     with pytest.raises(installations.NoToken, match="install the app"):
         installations.bot_token(db, "TSOMEWS01")  # no workspace install, no environment token
+    # An event from a workspace of the org names the org (as Slack's envelopes do, top level and in
+    # authorizations): from then on, callers that know only the workspace (the file worker, reports, backfill)
+    # find the org's token. The listing still shows one installation, the org's.
+    for team, envelope_org in (("TSOMEWS01", {"enterprise_id": fake.oauth.enterprise_id}),
+                               ("TSOMEWS02", {"authorizations": [{"enterprise_id": fake.oauth.enterprise_id,
+                                                                  "team_id": None, "is_enterprise_install": True}]})):
+        event = {"type": "event_callback", "team_id": team, "event_id": f"Ev{team}", "event_time": 1767225600,
+                 "event": {"type": "reaction_added", "user": "U1", "reaction": "tada", "event_ts": "1767225600.1",
+                           "item": {"type": "message", "channel": "C1", "ts": "1767225500.000100"}},
+                 **envelope_org}
+        assert post_envelope(client, event).status_code == 200
+        assert installations.bot_token(db, team) == token
+    listed = [i for i in installations.installations(db) if i["enterprise_id"] == fake.oauth.enterprise_id]
+    assert [i["org_install"] for i in listed] == [True]
+    with pytest.raises(installations.NoToken, match="install the app"):
+        installations.bot_token(db, "TSOMEWS03")  # a workspace of no known org
+
+
+def test_backfill_names_the_org_of_a_workspace(db):
+    from click.testing import CliRunner
+
+    from api.cli import chronicle as cli
+
+    bad = CliRunner().invoke(cli, ["slack", "backfill", "--team", "TSOMEWS04", "--enterprise", "not-an-org"])
+    assert bad.exit_code == 2 and "Enterprise Grid org id" in bad.output
+    # A good org id is recorded before the token is looked up: with no install of that org, the usual exit 2.
+    missing = CliRunner().invoke(cli, ["slack", "backfill", "--team", "TSOMEWS04", "--enterprise", "EORG4NONE"])
+    assert missing.exit_code == 2 and "install the app" in missing.output
+    assert db.execute(installations.SELECT_INSTALLATION, ("M:TSOMEWS04",)).one().enterprise_id == "EORG4NONE"
 
 
 def test_key_rotation_reencrypts_every_token(served, fake, settings, clock):
