@@ -65,7 +65,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -366,42 +366,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _scenario(name: str, args: argparse.Namespace, run: Callable[[Path], dict[str, Any]],
+              figures: tuple[str, ...]) -> dict[str, Any]:
+    """One of the load test's scenarios, run by `run(logs)` (it raises if a check fails), as a bench result: its
+    summary, seconds, and the `figures` named (with the run's seconds)."""
+    result: dict[str, Any] = {"bench": f"tagging-{name}", "args": vars(args), "cpus": os.cpu_count()}
+    started = time.perf_counter()
+    summary = run(Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-{name}-{os.getpid()}")
+    result["summary"] = summary
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["figures"] = {"run_seconds": summary["seconds"], **{key: summary[key] for key in figures}}
+    result["verdict"] = {"every_check_of_the_load_test_held": True}  # the scenario raised otherwise
+    _note(f"{name} run", result["figures"])
+    return result
+
+
 def faulted_run(args: argparse.Namespace) -> dict[str, Any]:
     """The load test's faulted scenario at full size (see the module docstring); raises if a check fails."""
     from tests.tagging.test_tagging_load import killed_worker_run
 
-    result: dict[str, Any] = {"bench": "tagging-faulted", "args": vars(args), "cpus": os.cpu_count()}
-    started = time.perf_counter()
-    with scratch_keyspace("tagfault", keep=args.keep, request_timeout=30.0) as db:
-        result["keyspace"] = db.keyspace
-        logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-faulted-{os.getpid()}"
-        summary = killed_worker_run(db, db.settings, logs, items_wanted=args.faulted_items,
-                                    taggers=args.faulted_taggers, seconds=900)
-    result["summary"] = summary
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    result["figures"] = {"run_seconds": summary["seconds"], "items_per_s": summary["items_per_s"],
-                         "leases": summary["leases"]}
-    result["verdict"] = {"every_check_of_the_load_test_held": True}  # killed_worker_run raised otherwise
-    _note("faulted run", result["figures"])
-    return result
+    def run(logs: Path) -> dict[str, Any]:
+        with scratch_keyspace("tagfault", keep=args.keep, request_timeout=30.0) as db:
+            summary = killed_worker_run(db, db.settings, logs, items_wanted=args.faulted_items,
+                                        taggers=args.faulted_taggers, seconds=900)
+            return {**summary, "keyspace": db.keyspace}
+
+    return _scenario("faulted", args, run, ("items_per_s", "leases"))
 
 
 def restart_run(args: argparse.Namespace) -> dict[str, Any]:
     """The load test's node-restart scenario (see the module docstring); raises if a check fails."""
     from tests.tagging.test_tagging_load import node_restart_run
 
-    result: dict[str, Any] = {"bench": "tagging-restart", "args": vars(args), "cpus": os.cpu_count()}
-    started = time.perf_counter()
-    logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"chronicle-bench-tagging-restart-{os.getpid()}"
-    summary = node_restart_run(Settings.from_env(), logs, items_wanted=args.restart_items,
-                               taggers=args.restart_taggers)
-    result["summary"] = summary
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    result["figures"] = {"node_away_s": summary["node_away_s"], "run_seconds": summary["seconds"],
-                         "leases": summary["leases"]}
-    result["verdict"] = {"every_check_of_the_load_test_held": True}  # node_restart_run raised otherwise
-    _note("restart run", result["figures"])
-    return result
+    return _scenario("restart", args, lambda logs: node_restart_run(
+        Settings.from_env(), logs, items_wanted=args.restart_items, taggers=args.restart_taggers),
+        ("node_away_s", "leases"))
 
 
 def _table(result: dict[str, Any]) -> None:
