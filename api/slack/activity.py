@@ -129,16 +129,21 @@ def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]],
     the message rows read."""
     index_reads = {user: activity_index.start_sources(db, team_id, user, day_of(start), day_of(end - 1))
                    for user, (start, end) in windows.items()}
-    sources: dict[tuple[str, int], set[int]] = {}
+    sources: dict[tuple[str, int], activity_index.Source] = {}
     for futures in index_reads.values():
-        for source, times in activity_index.sources_from(futures).items():
-            sources.setdefault(source, set()).update(times)
+        for key, found in activity_index.sources_from(futures).items():
+            merged = sources.setdefault(key, activity_index.Source())
+            merged.history_at.update(found.history_at)
+            if found.hours is None or merged.hours is None:
+                merged.hours = None
+            else:
+                merged.hours.update(found.hours)
     collector = _Collector(windows)
     if stats is not None:
         collector.stats = stats
-    for (channel_id, _day), times in sources.items():
-        if times:
-            collector.history_at.setdefault(channel_id, set()).update(times)
+    for (channel_id, _day), source in sources.items():
+        if source.history_at:
+            collector.history_at.setdefault(channel_id, set()).update(source.history_at)
     edited: deque[tuple[str, Any, Any]] = deque()
 
     def finish_edited(keep: int) -> None:
@@ -149,10 +154,13 @@ def collect(db: Database, team_id: str, windows: dict[str, tuple[int, int]],
     # _IN_FLIGHT partition reads stay in flight: the node reads the next ones while this thread builds events.
     pending: deque[tuple[str, Any]] = deque()
     for channel_id, day in sorted(sources):
-        pending.append((channel_id, messages.start_activity_day(db, team_id, channel_id, day)))
-        if len(pending) >= _IN_FLIGHT:
-            _add_partition(db, team_id, collector, edited, *pending.popleft())
-            finish_edited(_IN_FLIGHT)
+        hours = sources[(channel_id, day)].hours
+        # Only the hours holding the messages concerned (a whole day for an index row of before cql/0220).
+        for future in messages.start_activity_hours(db, team_id, channel_id, day, hours):
+            pending.append((channel_id, future))
+            if len(pending) >= _IN_FLIGHT:
+                _add_partition(db, team_id, collector, edited, *pending.popleft())
+                finish_edited(_IN_FLIGHT)
     while pending:
         _add_partition(db, team_id, collector, edited, *pending.popleft())
         finish_edited(_IN_FLIGHT)

@@ -10,6 +10,7 @@ busy user in a busy channel costs one index write per channel and day, not one p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import date
 
@@ -19,26 +20,38 @@ from api.caches import Cache
 from api.db import Database, Params, Statement
 from api.slack.timeutil import day_of
 
-TABLES = frozenset({"slack_user_activity"})
+TABLES = frozenset({"slack_user_activity", "slack_user_activity_hours"})
 
+# Written: slack_user_activity_hours (cql/0220), the UTC hour of the message day holding the message concerned
+# added to the row's hours (a rebuild reads only those hours); the UPDATE makes the row when it is new, and set
+# additions leave no tombstone. History's reactions carry no time: the row of the message's day also names the
+# times history wrote them at in that partition.
 PUT_TOUCH = Statement(
-    "INSERT INTO slack_user_activity (team_id, user_id, year, day, channel_id, msg_day) VALUES (?, ?, ?, ?, ?, ?)")
-# History's reactions carry no time: the index row of the message's day names the times history wrote them at
-# in that partition (added to the set: no tombstone; the UPDATE makes the row when it is new).
-PUT_HISTORY_TOUCH = Statement(
-    "UPDATE slack_user_activity SET history_at = history_at + ? WHERE team_id = ? AND user_id = ? AND year = ? "
+    "UPDATE slack_user_activity_hours SET msg_hours = msg_hours + ? WHERE team_id = ? AND user_id = ? AND year = ? "
     "AND day = ? AND channel_id = ? AND msg_day = ?")
+PUT_HISTORY_TOUCH = Statement(
+    "UPDATE slack_user_activity_hours SET history_at = history_at + ?, msg_hours = msg_hours + ? WHERE team_id = ? "
+    "AND user_id = ? AND year = ? AND day = ? AND channel_id = ? AND msg_day = ?")
 SELECT_SOURCES = Statement(
+    "SELECT day, channel_id, msg_day, history_at, msg_hours FROM slack_user_activity_hours WHERE team_id = ? "
+    "AND user_id = ? AND year = ? AND day >= ? AND day <= ?")
+SELECT_LATEST = Statement(
+    "SELECT day, channel_id FROM slack_user_activity_hours WHERE team_id = ? AND user_id = ? AND year = ? "
+    "ORDER BY day DESC LIMIT ?", name="SELECT slack_user_activity_hours (latest)")
+# Read only: the rows written before cql/0220 (no hours: their channel-days are read whole).
+SELECT_OLD_SOURCES = Statement(
     "SELECT day, channel_id, msg_day, history_at FROM slack_user_activity WHERE team_id = ? AND user_id = ? "
     "AND year = ? AND day >= ? AND day <= ?")
-SELECT_LATEST = Statement(
+SELECT_OLD_LATEST = Statement(
     "SELECT day, channel_id FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ? "
     "ORDER BY day DESC LIMIT ?", name="SELECT slack_user_activity (latest)")
 MAX_YEARS_BACK = 40  # years `latest_day` looks through (one small read each, concurrently)
 LATEST_SCAN = 500  # newest rows of a year looked through for one outside hidden channels
 
-# (team, user, UTC day, channel, message day), and for a reaction history showed, the time it was written at
-Touch = tuple[str, str, int, str, int] | tuple[str, str, int, str, int, int]
+# (team, user, UTC day, channel, message day, message's UTC hour), and for a reaction history showed, the time
+# it was written at
+Touch = tuple[str, str, int, str, int, int] | tuple[str, str, int, str, int, int, int]
+HOUR_US = 3_600_000_000
 
 # Index rows this process has written (insert-only rows: forgetting one only costs a redundant write).
 _WRITTEN = "slack.activity_touches_written"
@@ -61,9 +74,10 @@ def touch(team_id: str, user_id: str, at: int, channel_id: str, msg_ts: int, his
           ) -> Touch:
     """`user_id` acted (or was acted upon) at `at` (µs) on the message `msg_ts` of `channel_id`; `history_at`:
     a reaction history showed, written at that time and dated at its message (`at` is then the message's ts)."""
+    hour = msg_ts // HOUR_US % 24
     if history_at is None:
-        return (team_id, user_id, day_of(at), channel_id, day_of(msg_ts))
-    return (team_id, user_id, day_of(at), channel_id, day_of(msg_ts), history_at)
+        return (team_id, user_id, day_of(at), channel_id, day_of(msg_ts), hour)
+    return (team_id, user_id, day_of(at), channel_id, day_of(msg_ts), hour, history_at)
 
 
 def touch_writes(db: Database, touches: Iterable[Touch]) -> tuple[list[tuple[Statement, Params]], list[tuple]]:
@@ -71,12 +85,12 @@ def touch_writes(db: Database, touches: Iterable[Touch]) -> tuple[list[tuple[Sta
     once they are written."""
     keys = _written(db).missing(dict.fromkeys(touches))
     writes: list[tuple[Statement, Params]] = []
-    for team_id, user_id, day, channel_id, msg_day, *history_at in keys:
+    for team_id, user_id, day, channel_id, msg_day, hour, *history_at in keys:
+        where = (team_id, user_id, year_of_day(day), day, channel_id, msg_day)
         if history_at:
-            writes.append((PUT_HISTORY_TOUCH, ({history_at[0]}, team_id, user_id, year_of_day(day), day, channel_id,
-                                               msg_day)))
+            writes.append((PUT_HISTORY_TOUCH, ({history_at[0]}, {hour}, *where)))
         else:
-            writes.append((PUT_TOUCH, (team_id, user_id, year_of_day(day), day, channel_id, msg_day)))
+            writes.append((PUT_TOUCH, ({hour}, *where)))
     return writes, keys
 
 
@@ -85,10 +99,11 @@ def note_written(db: Database, keys: Iterable[tuple]) -> None:
 
 
 def start_sources(db: Database, team_id: str, user_id: str, first_day: int, last_day: int) -> list[ResponseFuture]:
-    """Reads of the user's index rows for UTC days [first_day, last_day]: one per UTC year touched."""
+    """Reads of the user's index rows for UTC days [first_day, last_day]: one per UTC year touched and table."""
     futures = []
     for year in range(year_of_day(first_day), year_of_day(last_day) + 1):
-        futures.append(db.execute_async(SELECT_SOURCES, (team_id, user_id, year, first_day, last_day)))
+        for statement in (SELECT_SOURCES, SELECT_OLD_SOURCES):
+            futures.append(db.execute_async(statement, (team_id, user_id, year, first_day, last_day)))
     return futures
 
 
@@ -99,21 +114,36 @@ def latest_day(db: Database, team_id: str, user_id: str, first_year: int, last_y
     LATEST_SCAN rows when channels are hidden), at most MAX_YEARS_BACK years, in flight together."""
     years = range(last_year, max(first_year, last_year - MAX_YEARS_BACK + 1) - 1, -1)
     limit = LATEST_SCAN if hidden_channels else 1
-    futures = [db.execute_async(SELECT_LATEST, (team_id, user_id, year, limit)) for year in years]
-    for future in futures:
-        for row in future.result():
-            if row.channel_id not in hidden_channels:
-                return row.day
+    futures = [(db.execute_async(SELECT_LATEST, (team_id, user_id, year, limit)),
+                db.execute_async(SELECT_OLD_LATEST, (team_id, user_id, year, limit))) for year in years]
+    for pair in futures:
+        days = [row.day for future in pair for row in future.result() if row.channel_id not in hidden_channels]
+        if days:
+            return max(days)
     return None
 
 
-def sources_from(futures: list[ResponseFuture]) -> dict[tuple[str, int], set[int]]:
-    """The (channel, message day) partitions the index rows name, each with the times history wrote reactions at
-    there (see `touch`)."""
-    found: dict[tuple[str, int], set[int]] = {}
+@dataclasses.dataclass
+class Source:
+    """A channel-day the index names: the times history wrote reactions at there (see `touch`), and the UTC hours
+    holding the messages concerned (None: a row written before cql/0220, the whole day is read)."""
+
+    history_at: set[int] = dataclasses.field(default_factory=set)
+    hours: set[int] | None = dataclasses.field(default_factory=set)
+
+
+def sources_from(futures: list[ResponseFuture]) -> dict[tuple[str, int], Source]:
+    """The (channel, message day) partitions the index rows name, merged over the rows (of both tables) that name
+    each."""
+    found: dict[tuple[str, int], Source] = {}
     for future in futures:
         for row in future.result():
-            times = found.setdefault((row.channel_id, row.msg_day), set())
+            source = found.setdefault((row.channel_id, row.msg_day), Source())
             if row.history_at:
-                times.update(row.history_at)
+                source.history_at.update(row.history_at)
+            hours = getattr(row, "msg_hours", None)
+            if hours is None:
+                source.hours = None  # a row of slack_user_activity (before cql/0220): its hours are not known
+            elif source.hours is not None:
+                source.hours.update(hours)
     return found

@@ -170,6 +170,11 @@ SELECT_ACTIVITY = Statement(
     "reactions, writetime(reactions) AS reaction_times FROM slack_messages "
     "WHERE team_id = ? AND channel_id = ? AND day = ?",
     name="SELECT slack_messages (activity)")
+SELECT_ACTIVITY_RANGE = Statement(
+    "SELECT ts, user_id, subtype, thread_ts, edited_ts, edit_times, deleted, deleted_ts, files, word_count, "
+    "reactions, writetime(reactions) AS reaction_times FROM slack_messages "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts >= ? AND ts < ?",
+    name="SELECT slack_messages (activity hours)")
 SELECT_VERSION_TIMES = Statement(
     "SELECT version_ts FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ? LIMIT 1000",
     name="SELECT slack_message_versions (times)")
@@ -968,6 +973,26 @@ def thread(db: Database, team_id: str, channels: list[str], thread_ts: int, *, l
 def start_activity_day(db: Database, team_id: str, channel_id: str, day: int) -> Any:
     """The rows of one channel-day (its partition and hour buckets) as activity needs them (SELECT_ACTIVITY)."""
     return _DayRows(db, team_id, channel_id, day, lambda p: (SELECT_ACTIVITY, (team_id, channel_id, p)))
+
+
+def start_activity_hours(db: Database, team_id: str, channel_id: str, day: int, hours: Iterable[int] | None
+                         ) -> list[Any]:
+    """The rows of some UTC hours of one channel-day as activity needs them: one read (its partition slice and
+    the hour buckets it overlaps) per run of consecutive hours; the whole day when `hours` is None."""
+    if hours is None:
+        return [start_activity_day(db, team_id, channel_id, day)]
+    start = day * US_PER_DAY
+    reads, run = [], []
+    for hour in sorted(set(hours)) + [None]:
+        if run and (hour is None or hour != run[-1] + 1):
+            lo, hi = start + run[0] * US_PER_HOUR, start + (run[-1] + 1) * US_PER_HOUR
+            reads.append(_DayRows(db, team_id, channel_id, day,
+                                  lambda p, lo=lo, hi=hi: (SELECT_ACTIVITY_RANGE, (team_id, channel_id, p, lo, hi)),
+                                  lower=lo - 1, upper=hi))
+            run = []
+        if hour is not None:
+            run.append(hour)
+    return reads
 
 
 def start_candidates(db: Database, team_id: str, channel_id: str, day: int, ts_list: list[int]) -> Any:

@@ -147,7 +147,9 @@ def test_imported_reactions_are_indexed_marked_and_dated_on_their_messages_day(d
     msg_day, seen_day = day_of(int(float(ts[0]) * US)), day_of(int(observed.timestamp()) * US)
     for user in ("UREAC", "UAUTH"):
         futures = activity_index.start_sources(db, team, user, msg_day, msg_day)
-        assert activity_index.sources_from(futures) == {(channel, msg_day): {int(observed.timestamp()) * US}}
+        hour = int(float(ts[0]) * US) // 3_600_000_000 % 24  # the hour of the message, not of the import
+        assert activity_index.sources_from(futures) == {(channel, msg_day): activity_index.Source(
+            history_at={int(observed.timestamp()) * US}, hours={hour})}
         assert activity_index.sources_from(activity_index.start_sources(db, team, user, seen_day, seen_day)) == {}
     archive = service.Archive.slack(team)
     days = {posted.date(), observed.date()}
@@ -198,3 +200,41 @@ def test_scattered_days_are_rebuilt_in_runs_that_each_read_a_bounded_window(db, 
     for day, events in happened.items():
         stored = service.read(db, archive, str(AUTHOR), [day], contiguous=True, summary=False)[0]
         assert stored["events"] == events, day
+
+
+def test_a_slack_rebuild_reads_only_the_hours_of_the_messages_a_user_touched(db, settings):
+    """A channel-day of 480 messages (20 an hour): a user who posted once at 05:10 and reacted at 19:00 to a
+    message of 17:00 has their day built from those two hours' rows (41), not the day's 481, and the events are
+    exactly what they did. An index row without hours (written before cql/0220) still has its day read whole."""
+    from api.slack import activity as slack_activity
+    from api.slack import events, payloads
+    from tests.slack.helpers import envelope, msg
+
+    team, channel = f"TH{uuid.uuid4().hex[:8].upper()}", "CHOTHOURS"
+    start = int(datetime(2026, 2, 10, tzinfo=UTC).timestamp())
+
+    def ts(seconds: int) -> str:
+        return f"{start + seconds}.000100"
+
+    def handle(event: dict) -> None:
+        assert events.handle(db, settings, payloads.parse(envelope(team, event))) == "stored"
+
+    for hour in range(24):
+        for i in range(20):
+            handle(msg(channel, ts(hour * 3600 + i * 150 + 7), f"busy {hour} {i}", user=f"UOTHER{i:02d}"))
+    handle(msg(channel, ts(5 * 3600 + 600), "my one message", user="UME"))
+    target = ts(17 * 3600 + 7)
+    handle({"type": "reaction_added", "user": "UME", "reaction": "tada", "item_user": "UOTHER00",
+            "item": {"type": "message", "channel": channel, "ts": target}, "event_ts": ts(19 * 3600)})
+    window = {"UME": (start * US, (start + 86_400) * US)}
+    stats: dict[str, int] = {}
+    found = slack_activity.collect(db, team, window, stats)["UME"]
+    assert sorted((e["at"], e["kind"]) for e in found) == [
+        ((start + 5 * 3600 + 600) * US + 100, ev.MESSAGE), ((start + 19 * 3600) * US + 100, ev.REACTION_GIVEN)]
+    assert stats["slack_messages"] == 41
+    # A row of the old index (no hours) naming the same channel-day: the day is read whole, nothing is missed.
+    db.execute_raw(f"INSERT INTO {db.keyspace}.slack_user_activity (team_id, user_id, year, day, channel_id, "
+                   f"msg_day) VALUES ('{team}', 'UME', 2026, {start // 86_400}, '{channel}', {start // 86_400})")
+    whole: dict[str, int] = {}
+    again = slack_activity.collect(db, team, window, whole)["UME"]
+    assert whole["slack_messages"] == 481 and sorted(map(str, again)) == sorted(map(str, found))
