@@ -58,6 +58,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     api.register_blueprint(health_blp)
     for blueprint in _feature_blueprints():
         api.register_blueprint(blueprint)
+    from api.audit_http import blp as audit_blp
+    from api.audit_http import install as install_audit
+
+    api.register_blueprint(audit_blp)
+    install_audit(app)  # every GET of archive content is recorded (api/audit.py)
     _document_server_refusals(api)
     _document_read_consistency(api)
     _register_pages(app)

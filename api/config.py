@@ -369,6 +369,9 @@ class Settings:
     speculative_attempts: int = 2
     # CHRONICLE_ENV: "development" relaxes the secret checks of validate(); anything else is production.
     environment: str = "production"
+    # The access audit log (api/audit.py): on by default; its rows expire after this many days.
+    audit: bool = True
+    audit_retention_days: int = 400
     # The features' settings, read with the rest (a bad value stops the start, not a request).
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     activity: ActivitySettings = dataclasses.field(default_factory=ActivitySettings)
@@ -405,6 +408,8 @@ class Settings:
             speculative_delay=env_float("CHRONICLE_SPECULATIVE_DELAY", 0.1, low=0.0),
             speculative_attempts=env_int("CHRONICLE_SPECULATIVE_ATTEMPTS", 2, low=0, high=10),
             environment=env("CHRONICLE_ENV", "production").strip().lower() or "production",
+            audit=env_bool("CHRONICLE_AUDIT", True),
+            audit_retention_days=env_int("CHRONICLE_AUDIT_RETENTION_DAYS", 400, low=1, high=36_500),
             network=NetworkSettings.from_env(),
             activity=ActivitySettings.from_env(),
             slack=SlackSettings.from_env(),

@@ -91,6 +91,17 @@ def cassandra_errors(where: str | None = None) -> Iterator[None]:
         yield
 
 
+def audited(db: Database, command: str) -> None:
+    """Record in the access audit log (api/audit.py) that this command is about to read archive content: who
+    runs it, the command and its arguments."""
+    from api import audit
+
+    if db.settings.audit:
+        params = click.get_current_context().params
+        target = " ".join(f"--{k.replace('_', '-')}={v}" for k, v in sorted(params.items()) if v not in (None, False))
+        audit.record(db, actor=audit.cli_actor(), via="cli", action=command, target=target, status=0, wait=True)
+
+
 def say(line: str) -> None:
     """A line for the person watching: stderr, so stdout stays the command's JSON."""
     click.echo(line, err=True)

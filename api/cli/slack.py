@@ -13,6 +13,7 @@ import click
 from api.cli.common import (
     CONTEXT,
     Exit,
+    audited,
     cassandra_errors,
     database,
     emit,
@@ -381,6 +382,7 @@ def export(team_id: str, out_path: str, since: str | None, until: str | None, ch
 
     lo, hi = _epoch(since, "--from"), _epoch(until, "--to")
     db = database(keyspace)
+    audited(db, "chronicle slack export")
     with cassandra_errors(), progress_bars(progress) as bar:
         bars: dict[str, Any] = {"messages": bar("messages", None)}
 
@@ -437,6 +439,7 @@ def report(team_id: str, start: str | None, days: int, include_private: bool, st
         period = Period(dt.date.fromisoformat(start), days) if start else \
             Period(last_full_week(dt.datetime.now(dt.UTC).date()).start, days)
     db = database(keyspace)
+    audited(db, "chronicle slack report")
     with cassandra_errors():
         if stored:
             document = service.get(db, team_id, period.report_id)
