@@ -14,6 +14,7 @@ Java 17 module flags as the node and a logging configuration that keeps the tool
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 from api.config import NodeSettings
@@ -58,7 +59,17 @@ def nodetool(spec: NodeSpec, *args: str, timeout: float = 600.0, settings: NodeS
     """Run `nodetool <args>` against the node's JMX port; returns its stdout (NodeError when it fails)."""
     command = tool_command(spec, "org.apache.cassandra.tools.NodeTool",
                            ["-h", JMX_HOST, "-p", str(spec.jmx_port), *args], settings=settings)
-    return _run(command, f"nodetool {' '.join(args)} on {spec.name} (JMX {JMX_HOST}:{spec.jmx_port})", timeout)
+    what = f"nodetool {' '.join(args)} on {spec.name} (JMX {JMX_HOST}:{spec.jmx_port})"
+    for attempt in range(3):
+        try:
+            return _run(command, what, timeout)
+        except NodeError as exc:
+            # Seen on a loaded machine with the node serving: nodetool's own start-up check answers "Server is not
+            # initialized yet" once in a while; the same command a moment later succeeds.
+            if "Server is not initialized yet" not in str(exc) or attempt == 2:
+                raise
+            time.sleep(2.0)
+    raise AssertionError("unreachable")
 
 
 def keyspace_data_dir(spec: NodeSpec, keyspace: str) -> Path:
