@@ -46,6 +46,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -147,7 +148,7 @@ class SocketModeIngest:
         self._stats = Stats()
         self._in_flight = 0  # envelopes between their arrival and their ack (slack-sdk's threads)
         self._closing = False
-        self._hellos = 0
+        self._connections = 0  # connections opened so far (_counting)
         self.client: SocketModeClient | None = None
         # event_inbox: this receiver's name, the envelopes recorded and acked but not yet archived (by their
         # receipt time), the last receipt time given out, when progress was last written.
@@ -172,7 +173,8 @@ class SocketModeIngest:
                                   ping_interval=slack.socket_ping_interval, concurrency=slack.socket_concurrency,
                                   on_message_listeners=[self._on_raw], on_error_listeners=[self._on_socket_error])
         client.socket_mode_request_listeners.append(self._on_request)
-        client.current_session_runner.target = _Readers(client)
+        client.current_session_runner.target = _Readers(client, self._on_connection)
+        client.connect = self._counting(client.connect)  # type: ignore[method-assign]
         client.current_session_runner.interval_seconds = _SESSION_POLL
         self.client = client
         try:
@@ -180,6 +182,7 @@ class SocketModeIngest:
                 client.connect()
         except SlackApiError as exc:
             client.close()
+            self._save_progress(force=True, closed=True)  # it recorded nothing: nothing to replay after it
             raise SocketModeError(f"apps.connections.open: {exc.response.get('error', 'refused')}") from None
         except Exception as exc:  # noqa: BLE001 - unreachable for now (DNS, network): the passes retry
             log.warning("slack_socket_mode_connect_failed", error=_SECRETS.sub("[redacted]", repr(exc))[:300])
@@ -262,11 +265,10 @@ class SocketModeIngest:
     # -- slack-sdk's callbacks (its threads) -----------------------------------------------------------------
 
     def _on_raw(self, message: str) -> None:
-        # On slack-sdk's reader thread, before the message is queued. Counts connections (each starts with hello);
-        # when Slack asks to reconnect, makes the old socket's blocking read return soon, so the switch to the new
-        # connection is not held up (module docstring).
-        head = message[:40]
-        if "hello" not in head and "disconnect" not in head:
+        # On slack-sdk's reader thread, before the message is queued: when Slack asks to reconnect, makes the old
+        # socket's blocking read return soon, so the switch to the new connection is not held up (module
+        # docstring).
+        if "disconnect" not in message[:40]:
             return
         try:
             kind = json.loads(message).get("type")
@@ -274,21 +276,32 @@ class SocketModeIngest:
             return
         session = self.client.current_session if self.client is not None else None
         sock = getattr(session, "sock", None)
-        if kind == "hello":
-            with self._lock:
-                self._hellos += 1
-                if self._hellos > 1:
-                    self._stats.reconnects += 1
-            if sock is not None:
-                # Acks are small frames written one after another: with Nagle's algorithm each waits for the
-                # peer's ACK of the previous one (a delayed ACK: +10 ms on every ack here, measured).
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return
         if kind == "disconnect" and sock is not None:
             log.info("slack_socket_mode_disconnect", reason=json.loads(message).get("reason"))
             with contextlib.suppress(OSError):
                 sock.settimeout(_LEAVING_READ_TIMEOUT)
+
+    def _counting(self, connect: Callable[[], None]) -> Callable[[], None]:
+        """slack-sdk's `connect`, counted: every connection opened after the first is a reconnect (counted where it
+        is made: a hello can arrive with the handshake's bytes and never be seen as a message)."""
+
+        def counted() -> None:
+            connect()
+            with self._lock:
+                self._connections += 1
+                if self._connections > 1:
+                    self._stats.reconnects += 1
+
+        return counted
+
+    def _on_connection(self, session: Any) -> None:
+        """A new connection is being read (`_Readers`): its acks go out without Nagle's delay (small frames
+        written one after another each waited for the peer's delayed ACK of the previous one: +10 ms on every
+        ack, measured)."""
+        sock = getattr(session, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _on_socket_error(self, error: Exception) -> None:
         # On slack-sdk's reader thread, when a read failed (a reset): it closes the session, and would reconnect
@@ -420,8 +433,8 @@ class _Readers:
     `connect_operation_lock` (slack-sdk's `connect` assigns them one after the other: a loop given the new session
     with the old state reads nothing after the next reconnect and makes `close` wait forever)."""
 
-    def __init__(self, client: SocketModeClient) -> None:
-        self.client = client
+    def __init__(self, client: SocketModeClient, on_new: Callable[[Any], None]) -> None:
+        self.client, self.on_new = client, on_new
         self._lock = threading.Lock()
         self._started: dict[int, tuple[Any, threading.Thread]] = {}
 
@@ -437,6 +450,7 @@ class _Readers:
             reader = threading.Thread(target=session.run_until_completion, args=(state,), daemon=True,
                                       name="socket-mode-reader")
             self._started[id(session)] = (session, reader)
+        self.on_new(session)
         reader.start()
 
 

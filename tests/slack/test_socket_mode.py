@@ -166,10 +166,10 @@ def test_what_a_receiver_acknowledged_but_did_not_archive_is_replayed_by_the_nex
     def down(_db, _settings, _env):
         raise OperationTimedOut("test: Cassandra is down for the archive")
 
-    monkeypatch.setattr(events, "handle", down)
     with _slack() as (web, socket_mode):
         first = SocketModeIngest(db, settings, app_token=APP_TOKEN, api_url=web.base_url)
-        first.start()
+        first.start()  # (it replays what earlier receivers left, with the archive up)
+        monkeypatch.setattr(events, "handle", down)
         socket_mode.wait_connected()
         for payload in sent:
             socket_mode.send_event(payload)
