@@ -84,8 +84,10 @@ def test_an_uninstall_during_file_downloads_stops_them_and_keeps_the_archive(ser
             rest = [worker.run_once() for _ in range(4)]
         finally:
             worker.stop()
-        assert sum(s.failed for s in rest) == 4 and sum(host.hits.values()) == 2  # not one more request
+        # Not one more request. (The worker serves every workspace of the keyspace: a file another test left due
+        # may fail beside these; this workspace's four are counted on its message row below.)
+        assert sum(s.failed for s in rest) >= 4 and sum(host.hits.values()) == 2
     row = messages.find(db, team, [channel], ts_to_us(ts), include_deleted=False)
     assert row is not None and len(row.files_stored) == 2  # the archive is kept, with what was stored
-    assert all("uninstalled" in error for error in row.files_fetch_error.values())
+    assert len(row.files_fetch_error) == 4 and all("uninstalled" in error for error in row.files_fetch_error.values())
     assert installations.installation(db, team)["state"] == "uninstalled"
