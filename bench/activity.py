@@ -180,10 +180,11 @@ class TimedArchive(Archive):
 
     spent: list[float] = dataclasses.field(default_factory=lambda: [0.0], compare=False)
 
-    def collect(self, db: Database, windows: dict[str, tuple[int, int]]) -> dict[str, list[dict[str, Any]]]:
+    def collect(self, db: Database, windows: dict[str, tuple[int, int]], cuts: dict[str, list[int]] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
         started = time.perf_counter()
         try:
-            return super().collect(db, windows)
+            return super().collect(db, windows, cuts)
         finally:
             self.spent[0] += time.perf_counter() - started
 

@@ -136,7 +136,9 @@ def capped(events: list[dict[str, Any]], *, day_events: int = DAY_EVENTS, share:
     kept: list[dict[str, Any]] = []
     counts: Counter[tuple[int, str, str, int]] = Counter()
     per_slot: Counter[int] = Counter()
-    hot = singles > day_events
+    # Counted events given stand for events too: a day of them is hot however few singles came with them (the
+    # network's and the Slack posts' reads leave exactly what a hot day keeps).
+    hot = total(events) > day_events
     for e in events:
         if "count" in e:
             counts[_count_key(e)] += e["count"]

@@ -70,9 +70,12 @@ class Archive:
         zone = calendar.zone_name(network_activity.time_zone())
         return {a: zone for a in network_activity.all_accounts(db, self.scope)}
 
-    def collect(self, db: Database, windows: dict[str, tuple[int, int]]) -> dict[str, list[dict[str, Any]]]:
-        source = slack_activity if self.side == "slack" else network_activity
-        return source.collect(db, self.scope, windows)
+    def collect(self, db: Database, windows: dict[str, tuple[int, int]], cuts: dict[str, list[int]] | None = None
+                ) -> dict[str, list[dict[str, Any]]]:
+        """The events of each account in its window; `cuts`: the starts of its local days there (µs)."""
+        if self.side == "slack":
+            return slack_activity.collect(db, self.scope, windows, cuts=cuts)
+        return network_activity.collect(db, self.scope, windows)
 
 
 @dataclasses.dataclass
@@ -89,11 +92,12 @@ def build_days(db: Database, archive: Archive, wanted: dict[str, list[date]], zo
     """Build and write the days `wanted` ({account: local days}); a day without events is written (empty) only
     where `keep_empty(account, day)` says a stored row must be overwritten."""
     built_at = store.now_us()  # before the reads: a racing build that read later writes later and wins
-    windows = {}
+    windows, cuts = {}, {}
     for account, days in wanted.items():
         tz = calendar.zone(zones.get(account))
         windows[account] = (calendar.day_start_us(min(days), tz), calendar.day_start_us(max(days) + timedelta(1), tz))
-    found = archive.collect(db, windows)
+        cuts[account] = [calendar.day_start_us(day, tz) for day in calendar.date_range(min(days), max(days))]
+    found = archive.collect(db, windows, cuts)
     writes = []
     result = Built(accounts=len(wanted))
     for account, days in wanted.items():

@@ -15,7 +15,7 @@ from typing import Any
 from api.activity import dirty
 from api.caches import Cache
 from api.db import Database, Params, Statement
-from api.slack import activity_index, channels, file_queue, messages, payloads, search_index, users
+from api.slack import activity_index, channels, file_queue, messages, mrkdwn, payloads, search_index, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
@@ -55,9 +55,10 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     queue item per file to fetch, the search postings of its text and has:/is: flags (`reacted`: history shows
     reactions on it), and the author's activity (index row and dirty mark; `acted` adds others'). Bulk loaders
     send many of these through one `execute_many`, then call `note_stored`."""
-    author = {(msg.user, msg.ts, msg.channel_id, msg.ts), (msg.user, write_ts, msg.channel_id, msg.ts)}
+    # The author's post (posts index and its hour) and, for an edit, the author's edit (the message's hour).
+    author = [(msg.user, write_ts, msg.channel_id, msg.ts)] if write_ts != msg.ts else []
     acted = list(acted)
-    activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live)
+    activity, keys = activity_writes(db, msg.team_id, [*author, *acted], live=live, post=(msg, write_ts))
     # Everyone the message shows is seen no later than it: its author at its ts, others when they acted.
     seen = [(user, written[0] if written else at) for user, at, _c, _t, *written in [(msg.user, msg.ts, "", 0), *acted]
             if is_slack_id(user)]
@@ -85,17 +86,31 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     return rows
 
 
-def activity_writes(db: Database, team_id: str, acted: Iterable[Acted], *, live: bool = True
-                    ) -> tuple[list[Write], tuple[list, list]]:
-    """The activity index rows and dirty marks of `acted` (live: the hour's mark; history: the whole UTC day),
-    leaving out those this process already wrote; and the keys to pass to `note_activity` once written."""
+def activity_writes(db: Database, team_id: str, acted: Iterable[Acted], *, live: bool = True,
+                    post: tuple[NewMessage, int] | None = None) -> tuple[list[Write], tuple[list, list]]:
+    """The activity index rows and dirty marks of `acted` and of the author's `post` (the message and the time
+    it is written at) (live: the hour's mark; history: the whole UTC day), leaving out those this process already
+    wrote (the post's row of the posts index is always written: an edit changes it); and the keys to pass to
+    `note_activity` once written."""
     acted = [a for a in dict.fromkeys(acted) if a[0] is not None]
-    index, index_keys = activity_index.touch_writes(
-        db, (activity_index.touch(team_id, *a) for a in acted))
+    touches = [activity_index.touch(team_id, *a) for a in acted]
+    posts: list[Write] = []
+    if post is not None and post[0].user is not None:
+        message, write_ts = post
+        author, channel_id, ts = message.user, message.channel_id, message.ts
+        touches.append(activity_index.touch(team_id, author, ts, channel_id, ts, post=True))
+        acted.append((author, ts, channel_id, ts))
+        posts.append(activity_index.post_write(
+            team_id, author, channel_id, ts, write_ts=write_ts,
+            base_kind=activity_index.base_kind(message.subtype, message.thread_ts, ts),
+            thread_ts=message.thread_ts if message.thread_ts != ts else None,
+            words=mrkdwn.word_count(message.text) if message.text is not None else None,
+            files=len(message.files or ()), subtype=message.subtype))
+    index, index_keys = activity_index.touch_writes(db, touches)
     archive = dirty.archive_name("slack", team_id)
     mark_of = dirty.live if live else dirty.whole_day
     marks, mark_keys = dirty.mark_writes(db, (mark_of(archive, a[0], a[1]) for a in acted))
-    return index + marks, (index_keys, mark_keys)
+    return posts + index + marks, (index_keys, mark_keys)
 
 
 def note_activity(db: Database, keys: tuple[list, list]) -> None:

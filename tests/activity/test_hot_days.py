@@ -148,9 +148,12 @@ def test_imported_reactions_are_indexed_marked_and_dated_on_their_messages_day(d
     for user in ("UREAC", "UAUTH"):
         futures = activity_index.start_sources(db, team, user, msg_day, msg_day)
         hour = int(float(ts[0]) * US) // 3_600_000_000 % 24  # the hour of the message, not of the import
-        assert activity_index.sources_from(futures) == {(channel, msg_day): activity_index.Source(
-            history_at={int(observed.timestamp()) * US}, hours={hour})}
-        assert activity_index.sources_from(activity_index.start_sources(db, team, user, seen_day, seen_day)) == {}
+        # The author's posts are listed apart (their posts index), the reactions at the message's hour.
+        assert activity_index.sources_from(futures).by_partition == {(channel, msg_day): activity_index.Source(
+            history_at={int(observed.timestamp()) * US}, hours={hour},
+            post_hours={hour} if user == "UAUTH" else set())}
+        assert activity_index.sources_from(
+            activity_index.start_sources(db, team, user, seen_day, seen_day)).by_partition == {}
     archive = service.Archive.slack(team)
     days = {posted.date(), observed.date()}
     service.rebuild_days(db, archive, {"UREAC": days, "UAUTH": days})
@@ -204,8 +207,9 @@ def test_scattered_days_are_rebuilt_in_runs_that_each_read_a_bounded_window(db, 
 
 def test_a_slack_rebuild_reads_only_the_hours_of_the_messages_a_user_touched(db, settings):
     """A channel-day of 480 messages (20 an hour): a user who posted once at 05:10 and reacted at 19:00 to a
-    message of 17:00 has their day built from those two hours' rows (41), not the day's 481, and the events are
-    exactly what they did. An index row without hours (written before cql/0220) still has its day read whole."""
+    message of 17:00 has their day built from the rows of the hour they reacted in (20; their post comes from
+    their posts index), not the day's 481, and the events are exactly what they did. An index row without hours
+    (written before cql/0220) still has its day read whole."""
     from api.slack import activity as slack_activity
     from api.slack import events, payloads
     from tests.slack.helpers import envelope, msg
@@ -231,10 +235,100 @@ def test_a_slack_rebuild_reads_only_the_hours_of_the_messages_a_user_touched(db,
     found = slack_activity.collect(db, team, window, stats)["UME"]
     assert sorted((e["at"], e["kind"]) for e in found) == [
         ((start + 5 * 3600 + 600) * US + 100, ev.MESSAGE), ((start + 19 * 3600) * US + 100, ev.REACTION_GIVEN)]
-    assert stats["slack_messages"] == 41
+    assert stats["slack_messages"] == 20 and stats["slack_user_posts"] == 1
     # A row of the old index (no hours) naming the same channel-day: the day is read whole, nothing is missed.
     db.execute_raw(f"INSERT INTO {db.keyspace}.slack_user_activity (team_id, user_id, year, day, channel_id, "
                    f"msg_day) VALUES ('{team}', 'UME', 2026, {start // 86_400}, '{channel}', {start // 86_400})")
     whole: dict[str, int] = {}
     again = slack_activity.collect(db, team, window, whole)["UME"]
     assert whole["slack_messages"] == 481 and sorted(map(str, again)) == sorted(map(str, found))
+
+
+def _bot_day(db, team: str, n: int, *, edit: bool) -> list[dict]:
+    """`n` posts of bot UBOT spread over DAY in two channels (replies, files, a join among them), written by the
+    ingest's own rows; with `edit`, one post edited later. Returns UBOT's events from scratch."""
+    from api.slack import ingest
+    from api.slack.messages import NewMessage
+
+    happened, writes, msgs = [], [], []
+    head = DAY_START + 1
+    for i in range(n):
+        ts = DAY_START + i * (86_400 * US // n) + 1
+        channel = "CBOTB" if i % 5 == 4 else "CBOTA"
+        words = 1 + i % 4
+        msg = NewMessage(team, channel, ts, f"{ts // US}.{ts % US:06d}", user="UBOT", text=" ".join(["ok"] * words),
+                         subtype="channel_join" if i == 0 else None, thread_ts=head if i % 10 == 3 else None,
+                         files=[{"id": f"F{i}", "name": "log.txt"}] if i % 7 == 2 else None)
+        writes += ingest.message_rows(db, msg, write_ts=ts, original=True)
+        msgs.append(msg)
+        kind = ev.JOIN if i == 0 else ev.REPLY if i % 10 == 3 else ev.FILE_SHARE if i % 7 == 2 else ev.MESSAGE
+        posted = ev.event(ts, kind, channel=channel, ts=ts, thread_ts=head if kind == ev.REPLY else None,
+                          words=words, files=1 if i % 7 == 2 else None,
+                          subtype="channel_join" if i == 0 else None)
+        happened.append(posted)
+    db.execute_many(writes, concurrency=200)
+    for msg in msgs:
+        ingest.note_stored(db, msg)
+    if edit:
+        target, at = msgs[n // 2], msgs[n // 2].ts + 100 * US
+        edited = NewMessage(team, target.channel_id, target.ts, target.msg_ts, user="UBOT",
+                            text="now five words right here")
+        db.execute_many(ingest.message_rows(db, edited, write_ts=at, edited_ts=at, versions=[(at, edited.text)]))
+        happened[n // 2]["words"] = 5
+        happened.append(ev.event(at, ev.EDIT, channel=target.channel_id, ts=target.ts))
+    return ev.in_order(happened)
+
+
+def _first_of_each_slot(happened: list[dict]) -> list[dict]:
+    kept, per_slot = [], Counter()
+    for e in happened:
+        slot = e["at"] // ev.SLOT_US
+        if per_slot[slot] < ev.SLOT_SHARE:
+            kept.append(e)
+        per_slot[slot] += 1
+    return kept
+
+
+def test_a_bot_posting_all_day_is_rebuilt_from_a_bounded_number_of_rows_whatever_the_day_holds(db):
+    """A bot's day of 800 and of 3,200 posts: a rebuild reads the node's counts of its posts index and the first
+    posts of each slot (the same bound at both sizes), no message row but those of the hour of an edit; the day
+    equals the count from scratch (every total exact, the first SLOT_SHARE of each slot whole), and equals the day
+    built the old way from the message rows."""
+    from api.slack import activity as slack_activity
+
+    rows_read = {}
+    for n, edit in ((800, False), (3_200, True)):
+        team = f"TB{uuid.uuid4().hex[:8].upper()}"
+        archive = service.Archive.slack(team)
+        happened = _bot_day(db, team, n, edit=edit)
+        for hour in (0, 7, 23):  # the dirty worker's way: marks of single hours
+            service.rebuild_marks(db, archive.name, [dirty.Mark(archive.name, "UBOT", DAY_START // dirty.HOUR_US
+                                                                + hour)])
+        day = service.read(db, archive, "UBOT", [DAY], contiguous=True, summary=False)[0]
+        events = day["events"]
+        assert day["event_count"] == len(happened) == n + edit
+        assert ev.counts_by_kind(events) == ev.counts_by_kind(happened)
+        by_slot_kind_channel = Counter()
+        for e in happened:
+            by_slot_kind_channel[(e["at"] // ev.SLOT_US, e["kind"], e["channel"])] += 1
+        counted = Counter()
+        for e in events:
+            counted[(e["at"] // ev.SLOT_US, e["kind"], e["channel"])] += e.get("count", 1)
+        assert counted == by_slot_kind_channel
+        assert [e for e in events if "count" not in e] == _first_of_each_slot(happened)
+        stats: dict[str, int] = {}
+        slack_activity.collect(db, team, {"UBOT": (DAY_START, DAY_START + 86_400 * US)}, stats)
+        rows_read[n] = stats
+        # The same day from the message rows (an index row of before cql/0240 sends the day the old way).
+        db.execute_raw(f"INSERT INTO {db.keyspace}.slack_user_activity (team_id, user_id, year, day, channel_id, "
+                       f"msg_day) VALUES ('{team}', 'UBOT', 2026, {day_of(DAY_START)}, 'CBOTA', {day_of(DAY_START)})")
+        service.rebuild_days(db, archive, {"UBOT": [DAY]})
+        assert service.read(db, archive, "UBOT", [DAY], contiguous=True, summary=False)[0]["events"] == events
+    quiet, hot = rows_read[800], rows_read[3_200]
+    assert quiet.get("slack_messages", 0) == 0
+    # The edited post's hour of its channel, the only message rows read: 3,200 posts, 4 of 5 in CBOTA.
+    assert hot["slack_messages"] == sum(1 for i in range(3_200) if i % 5 != 4
+                                        and i * 27 // 3_600 == 1_600 * 27 // 3_600)
+    for stats in (quiet, hot):
+        assert stats["slack_user_posts"] <= 96 * 2 * ev.SLOT_SHARE
+        assert stats["slack_user_posts (counted groups)"] <= 96 * 5
