@@ -69,9 +69,9 @@ def _note(part: str, figures: dict[str, Any]) -> None:
     print(f"{part}: {figures}", file=sys.stderr, flush=True)
 
 
-def _spec(n: int, seed: int, rich_share: float) -> ExportSpec:
+def _spec(n: int, seed: int, rich_share: float, days: int = 730) -> ExportSpec:
     return ExportSpec(seed=seed, team_id="TBENCHHIST", messages=n, n_users=200, n_channels=50, n_private=0,
-                      n_dms=0, n_mpims=0, days=730, thread_share=0.08, reaction_share=0.15, edit_share=0.05,
+                      n_dms=0, n_mpims=0, days=days, thread_share=0.08, reaction_share=0.15, edit_share=0.05,
                       file_share=0.02, rich_share=rich_share, pretty=False)
 
 
@@ -142,13 +142,13 @@ def _all_users(db: Database, team: str) -> list[dict[str, Any]]:
     return found
 
 
-def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool, rich_share: float
+def bench_import_export(n_big: int, n_small: int, workdir: Path, do_export: bool, rich_share: float, days: int = 730
                         ) -> dict[str, Any]:
     out: dict[str, Any] = {"rich_share": rich_share}
     for label, n in (("small", n_small), ("big", n_big)):
         path = workdir / f"export-{n}.zip"
         started = time.perf_counter()
-        summary = write_export(path, _spec(n, seed=n, rich_share=rich_share))
+        summary = write_export(path, _spec(n, seed=n, rich_share=rich_share, days=days))
         out[f"generated_{label}"] = {"messages": summary.messages, "threads": summary.threads,
                                      "replies": summary.replies, "files": summary.files,
                                      "zip_mb": round(summary.zip_bytes / 1e6, 1), "day_files": summary.day_files,
@@ -264,6 +264,7 @@ def main() -> None:
     parser.add_argument("--parts", default="import,export,backfill")
     parser.add_argument("--rich-share", type=float, default=0.4,
                         help="import/export: share of user messages with Block Kit blocks and an attachment")
+    parser.add_argument("--days", type=int, default=730, help="import/export: days the export spans (1825: 5 years)")
     parser.add_argument("--channels", type=int, default=8, help="backfill: channels")
     parser.add_argument("--per-channel", type=int, default=600, help="backfill: top-level messages a channel")
     parser.add_argument("--rate", type=int, default=10, help="backfill: allowed requests a second per method")
@@ -274,7 +275,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="chronicle-hist-") as tmp:
         if parts & {"import", "export"}:
             result["import_export"] = bench_import_export(args.messages, args.small, Path(tmp), "export" in parts,
-                                                          args.rich_share)
+                                                          args.rich_share, args.days)
     if "backfill" in parts:
         result["backfill"] = bench_backfill(args.channels, args.per_channel, args.rate, args.window)
     ie = result.get("import_export", {})

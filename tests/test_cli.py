@@ -20,7 +20,7 @@ from api.cli.common import EXIT_CODES_DOC
 
 ROOT = Path(__file__).resolve().parents[1]
 CHRONICLE = str(Path(sys.executable).with_name("chronicle"))
-GROUPS = ("activity", "migrate", "network", "node", "sample", "slack", "tagging")
+GROUPS = ("activity", "migrate", "network", "node", "retention", "sample", "slack", "tagging")
 
 # The files users and the seeds know, and the command each one now is.
 WRAPPERS = {
@@ -90,7 +90,8 @@ def test_help_lists_every_group_and_every_command(tmp_path):
             ("network", "init-cache"), ("network", "rankings"), ("network", "clean-relations"),
             ("network", "clean-posts"), ("network", "generate"), ("activity", "rebuild"), ("activity", "worker"),
             ("activity", "show"), ("tagging", "create-project"), ("tagging", "add-user"), ("tagging", "fill-queues"),
-            ("tagging", "worker"), ("tagging", "reconcile")} <= leaves
+            ("tagging", "worker"), ("tagging", "reconcile"), ("retention", "run"), ("retention", "hold", "create")
+            } <= leaves
     assert _words(EXIT_CODES_DOC) in _words(result.stdout)
 
 

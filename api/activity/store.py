@@ -173,3 +173,14 @@ def record_chunk(db: Database, archive: str, run_id: str, chunk: int, accounts: 
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+# Retention (api/retention/): the days of an account before a date, one range tombstone per local year.
+DELETE_BEFORE = Statement("DELETE FROM activity_days WHERE archive = ? AND account = ? AND year = ? AND day < ?",
+                          name="DELETE activity_days (before)")
+
+
+def expire_before_writes(archive: str, account: str, years: Iterable[int], before: date) -> list[tuple[Statement,
+                                                                                                     Params]]:
+    """Drop the account's stored days before `before` in these local years (where its expired days were)."""
+    return [(DELETE_BEFORE, (archive, account, year, before)) for year in sorted(set(years)) if year <= before.year]

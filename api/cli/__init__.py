@@ -18,6 +18,7 @@ from api.cli.common import CONTEXT, EXIT_CODES_DOC, Runtime
 from api.cli.migrate import migrate
 from api.cli.network import network
 from api.cli.node import node
+from api.cli.retention import retention
 from api.cli.sample import sample
 from api.cli.slack import slack
 from api.cli.slack_app import register as register_slack_app
@@ -66,7 +67,7 @@ def chronicle(ctx: click.Context) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (node, migrate, sample, slack, network, activity, tagging):
+for command in (node, migrate, sample, slack, network, activity, tagging, retention):
     chronicle.add_command(command)
 register_slack_app(slack)  # the Slack app's commands: manifest, token-key, installations, reencrypt-tokens
 slack.add_command(socket_mode)

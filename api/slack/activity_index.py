@@ -245,3 +245,47 @@ def base_kind(subtype: str | None, thread_ts: int | None, ts: int) -> str:
     if thread_ts is not None and thread_ts != ts:
         return ev.REPLY
     return ev.MESSAGE
+
+
+# -- retention and erasure (api/retention/) -------------------------------------------------------------------
+
+DELETE_TOUCH = Statement(
+    "DELETE FROM slack_user_touches WHERE team_id = ? AND user_id = ? AND year = ? AND day = ? AND channel_id = ? "
+    "AND msg_day = ?", name="DELETE slack_user_touches (one)")
+DELETE_POST = Statement(
+    "DELETE FROM slack_user_posts WHERE team_id = ? AND user_id = ? AND hour = ? AND slot = ? AND base_kind = ? "
+    "AND channel_id = ? AND ts = ?", name="DELETE slack_user_posts (one)")
+DELETE_POST_HOUR = Statement("DELETE FROM slack_user_posts WHERE team_id = ? AND user_id = ? AND hour = ?",
+                             name="DELETE slack_user_posts (hour)")
+_BEFORE = "WHERE team_id = ? AND user_id = ? AND year = ? AND day < ?"
+UNLIST_TOUCHES = Statement(f"DELETE FROM slack_user_touches {_BEFORE}", name="DELETE slack_user_touches (before)")
+UNLIST_HOURS = Statement(f"DELETE FROM slack_user_activity_hours {_BEFORE}",
+                         name="DELETE slack_user_activity_hours (before)")
+UNLIST_OLD = Statement(f"DELETE FROM slack_user_activity {_BEFORE}", name="DELETE slack_user_activity (before)")
+UNLIST_TOUCHES_BEFORE = (UNLIST_TOUCHES, UNLIST_HOURS, UNLIST_OLD)
+
+
+def expire_touch_writes(team_id: str, channel_id: str, touched: Iterable[tuple[str, int, int]]
+                        ) -> list[tuple[Statement, Params]]:
+    """Row deletes of the index rows (user, UTC day, message day) naming this channel."""
+    return [(DELETE_TOUCH, (team_id, user_id, year_of_day(day), day, channel_id, msg_day))
+            for user_id, day, msg_day in sorted(set(touched))]
+
+
+def expire_post_writes(team_id: str, channel_id: str, posts: Iterable[tuple[str, int, str]]
+                       ) -> list[tuple[Statement, Params]]:
+    """Row deletes of authors' posts (author, ts, base kind) in this channel."""
+    return [(DELETE_POST, (team_id, user_id, ts // HOUR_US, ts // SLOT_US, kind, channel_id, ts))
+            for user_id, ts, kind in sorted(set(posts))]
+
+
+def expire_whole_writes(team_id: str, user_id: str, post_hours: Iterable[int], years: Iterable[int],
+                        before_day: int) -> list[tuple[Statement, Params]]:
+    """Every message of the workspace before `before_day` (UTC) goes: the user's posts of those hours are dropped
+    by partition, and their index rows before the day by one range in each UTC year of `years` (the years their
+    expired activity was in) and each index table."""
+    writes: list[tuple[Statement, Params]] = [(DELETE_POST_HOUR, (team_id, user_id, hour))
+                                              for hour in sorted(set(post_hours))]
+    for year in sorted(set(years)):
+        writes.extend((statement, (team_id, user_id, year, before_day)) for statement in UNLIST_TOUCHES_BEFORE)
+    return writes

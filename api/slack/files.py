@@ -55,6 +55,10 @@ class ObjectStore(Protocol):
         """The stored object's bytes to stream (the caller closes it); FileNotFoundError when absent."""
         ...
 
+    def delete(self, key: str) -> None:
+        """Remove the object (nothing to do when absent: retention and erasure may run again)."""
+        ...
+
 
 class LocalStore:
     """Files under a directory; written to a temporary name then renamed, so a reader never sees half a file."""
@@ -95,6 +99,11 @@ class LocalStore:
             raise FileNotFoundError(key)
         return path.open("rb")
 
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        if path.is_file():
+            path.unlink(missing_ok=True)
+
 
 class S3Store:
     """Any S3-compatible store through boto3 (endpoint_url for MinIO, moto, ...)."""
@@ -121,6 +130,9 @@ class S3Store:
                 raise FileNotFoundError(key) from None
             raise
         return found["Body"]  # botocore's StreamingBody: read(n), close()
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)  # S3 answers 204 for an absent key too
 
 
 def store_from_settings(s: SlackSettings) -> ObjectStore:

@@ -1125,3 +1125,80 @@ def relayout_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bo
         if len(listed) < _DAYS_PER_REQUEST:
             return total
         lo = listed[-1].day + 1
+
+
+# -- retention and erasure (api/retention/): what an expiring channel-day holds, and the deletes of its rows ----
+
+# Oldest first: a run resumes where the last one stopped (a day leaves the listing last).
+SELECT_DAYS_BEFORE = Statement(
+    "SELECT day, split_us, buckets FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day >= ? "
+    "AND day < ? ORDER BY day ASC LIMIT ?", name="SELECT slack_channel_days (before)")
+# Everything a channel-day's rows say about where their copies are: texts (search terms), edits (versions),
+# threads, files, reactions and their times (activity), authors.
+SELECT_EXPIRING = Statement(
+    "SELECT ts, user_id, subtype, thread_ts, text, original_text, edited_ts, edit_times, deleted_ts, files, "
+    "files_stored, reactions, writetime(reactions) AS reaction_times, content, "
+    "collection_count(replies) AS reply_count FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="SELECT slack_messages (expiring)")
+COUNT_PART = Statement(
+    "SELECT COUNT(*) AS n FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+    name="COUNT slack_messages")
+DELETE_PART = Statement("DELETE FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?",
+                        name="DELETE slack_messages (partition)")
+DELETE_VERSIONS = Statement("DELETE FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts = ?",
+                            name="DELETE slack_message_versions (message)")
+DELETE_THREAD = Statement(
+    "DELETE FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
+    name="DELETE slack_thread_replies (thread)")
+DELETE_RAW_HOUR = Statement("DELETE FROM slack_message_raw WHERE team_id = ? AND channel_id = ? AND hour = ?",
+                            name="DELETE slack_message_raw (hour)")
+# Runs of consecutive days leave the listing as one range tombstone each (a day kept by a hold cuts a run).
+UNLIST_DAYS = Statement(
+    "DELETE FROM slack_channel_days WHERE team_id = ? AND channel_id = ? AND day >= ? AND day <= ?",
+    name="DELETE slack_channel_days (range)")
+
+
+def days_before(db: Database, team_id: str, channel_id: str, from_day: int, before_day: int, limit: int
+                ) -> list[Any]:
+    """The oldest `limit` listed days of a channel in [from_day, before_day) (day, split_us, buckets)."""
+    return list(db.execute(SELECT_DAYS_BEFORE, (team_id, channel_id, from_day, before_day, limit)))
+
+
+def parts_of_listed(listed: Any) -> list[int]:
+    """Every slack_messages partition of a listed day (its own and its hour buckets)."""
+    return day_parts(listed.day, listed.split_us, listed.buckets)
+
+
+def expiring_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int]) -> list[Any]:
+    futures = [db.execute_async(SELECT_EXPIRING, (team_id, channel_id, part)) for part in parts]
+    return [row for future in futures for row in future.result()]
+
+
+def count_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int]) -> int:
+    """Messages in these partitions, counted by the node (a dry run)."""
+    futures = [db.execute_async(COUNT_PART, (team_id, channel_id, part)) for part in parts]
+    return sum(future.result().one().n for future in futures)
+
+
+def version_texts(db: Database, team_id: str, channel_id: str, ts: int) -> list[str]:
+    return [r.text for r in db.execute(SELECT_VERSIONS, (team_id, channel_id, ts)) if r.text]
+
+
+def expire_day_writes(team_id: str, channel_id: str, parts: Iterable[int], rows: Iterable[Any]) -> list[Write]:
+    """The deletes of a channel-day's copies this module owns, its message partitions last: each message's text
+    versions, the reply lists of its threads, its raw events (the hours holding them), then the partitions."""
+    writes: list[Write] = []
+    raw_hours = set()
+    for row in rows:
+        if row.edited_ts is not None or row.edit_times:
+            writes.append((DELETE_VERSIONS, (team_id, channel_id, row.ts)))
+        if row.reply_count and (row.thread_ts is None or row.thread_ts == row.ts):
+            writes.append((DELETE_THREAD, (team_id, channel_id, row.ts)))
+        raw_hours.add(row.ts // US_PER_HOUR)
+    writes.extend((DELETE_RAW_HOUR, (team_id, channel_id, hour)) for hour in sorted(raw_hours))
+    writes.extend((DELETE_PART, (team_id, channel_id, part)) for part in parts)
+    return writes
+
+
+def unlist_days_write(team_id: str, channel_id: str, first_day: int, last_day: int) -> Write:
+    return (UNLIST_DAYS, (team_id, channel_id, first_day, last_day))

@@ -165,3 +165,69 @@ def record_progress(db: Database, team_id: str, channel_id: str, next_day: int, 
     db.execute(UPDATE_PROGRESS, without_none({
         "next_day": next_day, "messages": messages, "updated_at": int(db.clock.time() * 1_000_000),
         "version": BACKFILL_VERSION, "flags_only": flags_only, "team_id": team_id, "channel_id": channel_id}))
+
+
+# -- retention and erasure (api/retention/) -------------------------------------------------------------------
+
+DELETE_POSTING = Statement(
+    "DELETE FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts = ? AND channel_id = ?",
+    name="DELETE slack_search_postings (one)")
+DELETE_TERM_DAY_POSTINGS = Statement(
+    "DELETE FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ?",
+    name="DELETE slack_search_postings (term-day)")
+DELETE_TERM_DAY = Statement("DELETE FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day = ?",
+                            name="DELETE slack_search_term_days (one)")
+# Days of a term before a cutoff leave its listing as one range tombstone (the same range from every message of
+# a run: the memtable keeps the newest), not one row tombstone per day a search may scan.
+UNLIST_TERM_DAYS = Statement("DELETE FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day < ?",
+                             name="DELETE slack_search_term_days (before)")
+
+
+def every_term(channel_id: str, user_id: str | None, texts: Iterable[str | None]) -> set[str]:
+    """Every term a message can have been posted under: the words of each of its texts (current, original,
+    earlier versions), its author and channel, and every has:/is: flag (a flag may have held once: a reaction
+    removed, a file deleted)."""
+    terms: set[str] = set(FLAGS)
+    for text in texts:
+        terms.update(search_terms.index_terms(text))
+    if user_id:
+        terms.add(author_term(user_id))
+    terms.add(channel_term(channel_id))
+    return terms
+
+
+def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings: Iterable[tuple[str, int]], *,
+                          whole_before: int | None, dropped: set[tuple[str, int]] | None = None,
+                          unlisted: set[str] | None = None) -> list[Write]:
+    """The deletes of postings (term, ts) of one channel. `whole_before` (a UTC day): every message of the
+    workspace before it goes, so each (term, day) partition is dropped whole and the term's listing loses the
+    days before it. Otherwise each (term, day) partition is read first (before any delete, a little more than
+    this channel's postings there): one that holds only these postings is dropped whole with its listing row (a
+    word of these messages alone), else these postings are deleted one by one (a row tombstone each, in a
+    partition other messages of the day keep). `dropped` / `unlisted` (whole days): the (term, day) partitions
+    and terms' listings this run already dropped, left out (a common word is in every channel's day)."""
+    by_key: dict[tuple[str, int], set[int]] = {}
+    for term, ts in postings:
+        by_key.setdefault((term, day_of(ts)), set()).add(ts)
+    writes: list[Write] = []
+    if whole_before is not None:
+        keys = sorted(set(by_key) - dropped) if dropped is not None else sorted(by_key)
+        writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)) for term, day in keys]
+        terms = sorted({t for t, _d in keys})
+        if unlisted is not None:
+            terms = [t for t in terms if t not in unlisted]
+            unlisted.update(terms)
+        writes += [(UNLIST_TERM_DAYS, (team_id, term, whole_before)) for term in terms]
+        if dropped is not None:
+            dropped.update(keys)
+        return writes
+    reads = {key: db.execute_async(SELECT_POSTINGS, (team_id, key[0], key[1], 2**63 - 1, 0, len(mine) + 1))
+             for key, mine in by_key.items()}
+    for (term, day), future in sorted(reads.items()):
+        mine = by_key[(term, day)]
+        found = list(future.result())
+        if len(found) <= len(mine) and all(r.channel_id == channel_id and r.ts in mine for r in found):
+            writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
+        else:
+            writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
+    return writes

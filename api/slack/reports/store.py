@@ -202,3 +202,25 @@ def job(db: Database, team_id: str, job_id: str) -> dict[str, Any] | None:
            "started_at": when(row.started_at), "finished_at": when(row.finished_at), "attempts": row.attempts or 0,
            "messages": row.messages, "result": json.loads(row.result) if row.result else None, "error": row.error}
     return {k: v for k, v in out.items() if v is not None}
+
+
+# -- retention (api/retention/): stored reports of periods that are gone -----------------------------------------
+
+SELECT_PERIODS = Statement("SELECT report_id, start_day, days FROM slack_report_index WHERE team_id = ?",
+                           name="SELECT slack_report_index (periods)")
+DELETE_REPORT = Statement("DELETE FROM slack_reports WHERE team_id = ? AND report_id = ?",
+                          name="DELETE slack_reports (report)")
+DELETE_INDEX_ROW = Statement("DELETE FROM slack_report_index WHERE team_id = ? AND report_id = ?",
+                             name="DELETE slack_report_index (one)")
+
+
+def reports_ending_before(db: Database, team_id: str, before: dt.date) -> list[str]:
+    """The stored reports whose whole period lies before `before` (52 a year: one partition read)."""
+    return [r.report_id for r in db.execute(SELECT_PERIODS, (team_id,))
+            if r.start_day.date() + dt.timedelta(days=r.days) <= before]
+
+
+def expire_report_writes(team_id: str, report_ids: list[str]) -> list[tuple[Statement, tuple]]:
+    """A report's chunks (its partition) and its row of the index."""
+    return [w for report_id in report_ids for w in ((DELETE_REPORT, (team_id, report_id)),
+                                                     (DELETE_INDEX_ROW, (team_id, report_id)))]

@@ -1,0 +1,117 @@
+"""`chronicle retention`: retention policies, legal holds and retention runs (docs/retention.md)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+
+import click
+
+from api import audit
+from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, say
+from api.errors import InvalidInput, NotFound
+from api.retention import policies
+from api.retention import slack as slack_retention
+from api.slack.files import store_from_settings
+
+_CODES = "Exit codes: 0 done, 1 failed (a write), 2 usage error (a bad value), 3 Cassandra unreachable, " \
+         "4 not found (a hold)."
+team_option = click.option("--team", required=True, help="Slack workspace id.")
+
+
+def _archive(team: str) -> str:
+    return f"slack:{team}"
+
+
+@click.group("retention", context_settings=CONTEXT)
+def retention() -> None:
+    """Retention: how long a workspace's (or a channel's) messages are kept, legal holds that keep them anyway,
+    and the runs that delete what expired from every table."""
+
+
+@retention.command("set", context_settings=CONTEXT, epilog=_CODES,
+                   short_help="Keep a workspace's or channel's messages N days (0: forever).")
+@team_option
+@click.option("--channel", default=None, help="A channel id (its policy overrides the workspace's).")
+@click.option("--keep-days", type=int, required=True, help="Days to keep; 0 keeps forever.")
+def set_policy(team: str, channel: str | None, keep_days: int) -> None:
+    """Set the workspace's policy (or one channel's). Takes effect at the next `retention run`."""
+    with cassandra_errors(), fail_on(InvalidInput, code=Exit.USAGE):
+        db = database()
+        emit(policies.set_policy(db, _archive(team), channel or policies.WHOLE, keep_days, by=audit.cli_actor()))
+
+
+@retention.command("show", context_settings=CONTEXT, epilog=_CODES,
+                   short_help="Policies, holds and the last runs of a workspace.")
+@team_option
+@click.option("--runs", type=click.IntRange(0, 100), default=5, show_default=True, help="Newest runs shown.")
+def show(team: str, runs: int) -> None:
+    with cassandra_errors():
+        db = database()
+        archive = _archive(team)
+        emit({"policies": list(policies.policies(db, archive).values()), "holds": policies.holds(db, archive),
+              "runs": policies.runs(db, archive, runs) if runs else [],
+              "plan": slack_retention.plan(db, team).to_json()})
+
+
+@retention.command("run", context_settings=CONTEXT, epilog=_CODES,
+                   short_help="Delete what the policies expire (--dry-run: count it).")
+@team_option
+@click.option("--dry-run", is_flag=True, help="Count what would go (channel-days, messages), delete nothing.")
+@click.option("--today", default=None, help="The day the policies count back from, YYYY-MM-DD [default: today, "
+                                            "UTC].")
+@click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
+def run(team: str, dry_run: bool, today: str | None, progress: bool) -> None:
+    """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
+    threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it.
+    Resumable: a run stopped anywhere is finished by the next one. Prints the run's report (JSON); it is also
+    kept in retention_runs (`retention show`)."""
+    try:
+        day = date.fromisoformat(today) if today else None
+    except ValueError:
+        fail(f"--today: {today!r} is not a date (YYYY-MM-DD)", Exit.USAGE)
+    with cassandra_errors():
+        db = database()
+        with progress_bars(progress) as bar:
+            advance = bar("channel-days", None)
+            report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
+                db.settings.slack), today=day, progress=lambda _channel, days: advance(days))
+        if not plan.cutoffs:
+            say("no policy expires anything in this workspace")
+        emit({**report.to_json(), "plan": plan.to_json()})
+
+
+@retention.group("hold", context_settings=CONTEXT)
+def hold() -> None:
+    """Legal holds: content they cover survives retention (and erasure) runs until released."""
+
+
+@hold.command("create", context_settings=CONTEXT, epilog=_CODES, short_help="Place a hold.")
+@team_option
+@click.option("--scope", type=click.Choice(["archive", "channel", "user"]), required=True)
+@click.option("--target", default="", help="The channel or user id (none for the archive).")
+@click.option("--reason", required=True, help="Why (kept with the hold).")
+def hold_create(team: str, scope: str, target: str, reason: str) -> None:
+    with cassandra_errors(), fail_on(InvalidInput, code=Exit.USAGE):
+        emit(policies.create_hold(database(), _archive(team), scope, target, reason, by=audit.cli_actor(),
+                                  via="cli"))
+
+
+@hold.command("list", context_settings=CONTEXT, epilog=_CODES, short_help="Holds of a workspace.")
+@team_option
+@click.option("--active", is_flag=True, help="Only holds in force.")
+def hold_list(team: str, active: bool) -> None:
+    with cassandra_errors():
+        emit(policies.holds(database(), _archive(team), active_only=active))
+
+
+@hold.command("release", context_settings=CONTEXT, epilog=_CODES, short_help="Release a hold.")
+@team_option
+@click.option("--id", "hold_id", required=True, help="The hold's id (`hold list`).")
+def hold_release(team: str, hold_id: str) -> None:
+    try:
+        parsed = uuid.UUID(hold_id)
+    except ValueError:
+        fail(f"--id: {hold_id!r} is not a hold id", Exit.USAGE)
+    with cassandra_errors(), fail_on(NotFound, code=Exit.NOT_FOUND):
+        emit(policies.release_hold(database(), _archive(team), parsed, by=audit.cli_actor(), via="cli"))

@@ -1,0 +1,287 @@
+"""A Slack workspace's retention run (docs/retention.md): every channel's days older than its policy leave every
+table that holds a copy of them, oldest first, a channel-day at a time, unless a hold keeps them.
+
+For each expiring channel-day (its listing row names its partitions: the day's own and its hour buckets):
+
+1. its rows are read once (`messages.expiring_rows`): they say where the copies are;
+2. the copies outside the message rows go first: stored files (object store), search postings, the activity
+   index and the authors' posts index, text versions, thread reply lists, raw events;
+3. then the message partitions, whole (one partition tombstone each);
+4. the day leaves the channel's listing last, as part of a range tombstone over the run of days done, so a run that
+   stops anywhere is finished by the next one (every delete is idempotent, and an unlisted day has nothing left).
+
+Days before `whole_before` (the oldest cutoff of all channels, when every channel has a finite policy and no hold
+is in force) are gone in every channel: their search (term, day) partitions and the authors' posts hours are
+dropped whole, index rows and stored activity days by one range per partition, stored reports of those weeks
+dropped; no row tombstone. Days after it in a channel with a shorter policy lose their copies row by row
+(bounded by the day's messages) and their activity days are rebuilt by the dirty worker (whole-day marks).
+
+Holds: the archive (nothing goes), a channel (none of its days), a user (a day holding one of their messages
+stays whole). The run's report counts what went and what each hold kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import structlog
+
+from api.activity import dirty
+from api.activity import store as activity_store
+from api.db import Database, Params, Statement
+from api.retention import policies
+from api.slack import activity_index, channels, messages, search_index
+from api.slack.files import ObjectStore, object_key
+from api.slack.reports import store as report_store
+from api.slack.timeutil import day_of
+
+log = structlog.get_logger("chronicle.retention")
+
+Write = tuple[Statement, Params]
+DAYS_A_READ = 64  # listed days read at a time (oldest first)
+UNLISTED_MAX = 200_000  # terms remembered as unlisted (~20 MB)
+DAY_US = 86_400_000_000
+EPOCH = date(1970, 1, 1)
+
+
+@dataclasses.dataclass
+class Plan:
+    """What one run does: each channel's cutoff (UTC day: days before it go), the day before which the whole
+    workspace goes, and the holds in force."""
+
+    team_id: str
+    today: int
+    cutoffs: dict[str, int]  # channel -> first day kept (channels kept forever are absent)
+    whole_before: int | None
+    held: policies.Held
+    kept_forever: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"today": str(EPOCH + timedelta(self.today)),
+                "whole_before": str(EPOCH + timedelta(self.whole_before)) if self.whole_before else None,
+                "channels": {c: str(EPOCH + timedelta(d)) for c, d in sorted(self.cutoffs.items())},
+                "kept_forever": sorted(self.kept_forever)}
+
+
+def plan(db: Database, team_id: str, *, today: date | None = None) -> Plan:
+    archive = f"slack:{team_id}"
+    found = policies.policies(db, archive)
+    held = policies.held(db, archive)
+    today_day = (today - EPOCH).days if today else day_of(int(db.clock.time() * 1_000_000))
+    channel_ids = [row.channel_id for row in channels.every_indexed(db, team_id)]
+    keeps = {c: policies.keep_days_of(found, c) for c in channel_ids}
+    cutoffs = {c: today_day - keep for c, keep in keeps.items() if keep > 0}
+    forever = [c for c, keep in keeps.items() if keep == 0]
+    whole = None
+    if cutoffs and not forever and not held.any:
+        whole = min(cutoffs.values())
+    return Plan(team_id, today_day, cutoffs, whole, held, forever)
+
+
+@dataclasses.dataclass
+class _UserExpiry:
+    """What a whole-day expiry drops per user at the end of a run (one range per partition)."""
+
+    post_hours: set[int] = dataclasses.field(default_factory=set)
+    years: set[int] = dataclasses.field(default_factory=set)
+
+
+class Run:
+    """One run over a workspace; `counts` / `held` say what went (or would) and what holds kept."""
+
+    def __init__(self, db: Database, the_plan: Plan, *, dry_run: bool, files: ObjectStore | None,
+                 progress: Callable[[str, int], None] | None = None) -> None:
+        self.db, self.plan, self.dry_run, self.files = db, the_plan, dry_run, files
+        self.progress = progress or (lambda _channel, _days: None)
+        self.counts: Counter[str] = Counter()
+        self.held: Counter[str] = Counter()
+        self.whole_users: dict[str, _UserExpiry] = {}
+        self.archive = dirty.archive_name("slack", the_plan.team_id)
+        # Whole days: the (term, day) partitions dropped on the current day, and terms whose listing lost the days
+        # before the cutoff (bounded: forgetting one costs a redundant range delete).
+        self._dropped_day: int | None = None
+        self._dropped: set[tuple[str, int]] = set()
+        self._unlisted: set[str] = set()
+
+    # -- the run ------------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        whole = self.plan.whole_before
+        if whole is not None:
+            self._whole_days(whole)
+        for channel_id, cutoff in sorted(self.plan.cutoffs.items()):
+            self.channel(channel_id, cutoff, from_day=whole or 0)
+        if whole is not None:
+            self._whole_days_end(whole)
+
+    def _whole_days(self, before: int) -> None:
+        """Days every channel lets go, day by day across the channels (each channel's listing read forward, merged
+        by day): a common word's (term, day) partition is dropped once, by the first channel-day holding it."""
+        streams = [self._tagged(channel_id, before) for channel_id in sorted(self.plan.cutoffs)]
+        ranges: dict[str, list[int]] = {}
+        for channel_id, listed in heapq.merge(*streams, key=lambda pair: (pair[1].day, pair[0])):
+            if listed.day != self._dropped_day:
+                self._dropped_day, self._dropped = listed.day, set()
+            self.day(channel_id, listed)
+            ranges.setdefault(channel_id, [listed.day, listed.day])[1] = listed.day
+            self.progress(channel_id, 1)
+        for channel_id, (first, last) in sorted(ranges.items()):
+            self._unlist(channel_id, first, last)
+
+    def _tagged(self, channel_id: str, before: int) -> Iterator[tuple[str, Any]]:
+        for listed in self._listed(channel_id, before):
+            yield channel_id, listed
+
+    def channel(self, channel_id: str, cutoff: int, *, from_day: int = 0) -> None:
+        held = self.plan.held
+        if held.archive or channel_id in held.channels:
+            why = "archive" if held.archive else "channel"
+            for listed in self._listed(channel_id, cutoff, from_day):
+                self.held[f"channel_days ({why} hold)"] += 1
+                self.held[f"messages ({why} hold)"] += messages.count_rows(
+                    self.db, self.plan.team_id, channel_id, messages.parts_of_listed(listed))
+            return
+        run_first: int | None = None
+        run_last = 0
+        for listed in self._listed(channel_id, cutoff, from_day):
+            if self.day(channel_id, listed):
+                run_first = listed.day if run_first is None else run_first
+                run_last = listed.day
+            elif run_first is not None:  # a held day cuts the listing's range
+                self._unlist(channel_id, run_first, run_last)
+                run_first = None
+            self.progress(channel_id, 1)
+        if run_first is not None:
+            self._unlist(channel_id, run_first, run_last)
+
+    def _listed(self, channel_id: str, cutoff: int, from_day: int = 0) -> Iterator[Any]:
+        next_day = from_day
+        while True:
+            found = messages.days_before(self.db, self.plan.team_id, channel_id, next_day, cutoff, DAYS_A_READ)
+            yield from found
+            if len(found) < DAYS_A_READ:
+                return
+            next_day = found[-1].day + 1
+
+    def _unlist(self, channel_id: str, first: int, last: int) -> None:
+        if not self.dry_run:
+            self.db.execute(*messages.unlist_days_write(self.plan.team_id, channel_id, first, last))
+
+    def day(self, channel_id: str, listed: Any) -> bool:
+        """Expire one channel-day; False when a user hold keeps it."""
+        team_id = self.plan.team_id
+        parts = messages.parts_of_listed(listed)
+        if self.dry_run and not self.plan.held.users:
+            self.counts["channel_days"] += 1
+            self.counts["messages"] += messages.count_rows(self.db, team_id, channel_id, parts)
+            return True
+        rows = messages.expiring_rows(self.db, team_id, channel_id, parts)
+        if self.plan.held.users and any(row.user_id in self.plan.held.users for row in rows):
+            self.held["channel_days (user hold)"] += 1
+            self.held["messages (user hold)"] += len(rows)
+            return False
+        self.counts["channel_days"] += 1
+        self.counts["messages"] += len(rows)
+        stored = [(row.ts, file_id) for row in rows for file_id in (row.files_stored or {})]
+        self.counts["files"] += len(stored)
+        if self.dry_run:
+            return True
+        for ts, file_id in stored:  # first: a file must not outlive the row that names it
+            if self.files is not None:
+                self.files.delete(object_key(team_id, channel_id, ts, file_id))
+        whole = self.plan.whole_before is not None and listed.day < self.plan.whole_before
+        derived = self._postings(channel_id, rows, whole) + self._activity(channel_id, listed.day, rows, whole)
+        self.db.execute_many(derived)
+        self.db.execute_many(messages.expire_day_writes(team_id, channel_id, parts, rows))
+        for statement, _params in derived:
+            if statement.name.startswith("DELETE slack_search_postings"):
+                self.counts["posting_partitions_dropped" if "term-day" in statement.name else "postings_deleted"] += 1
+        return True
+
+    # -- copies ---------------------------------------------------------------------------------------------------
+
+    def _postings(self, channel_id: str, rows: list[Any], whole: bool) -> list[Write]:
+        postings = []
+        for row in rows:
+            texts = [messages.searchable_text(row), row.original_text]
+            if row.edited_ts is not None or row.edit_times:
+                texts += messages.version_texts(self.db, self.plan.team_id, channel_id, row.ts)
+            postings += [(term, row.ts) for term in search_index.every_term(channel_id, row.user_id, texts)]
+        if len(self._unlisted) > UNLISTED_MAX:
+            self._unlisted.clear()
+        return search_index.expire_posting_writes(self.db, self.plan.team_id, channel_id, postings,
+                                                  whole_before=self.plan.whole_before if whole else None,
+                                                  dropped=self._dropped, unlisted=self._unlisted)
+
+    def _activity(self, channel_id: str, msg_day: int, rows: list[Any], whole: bool) -> list[Write]:
+        """The activity index rows and posts naming this channel-day; whole days' go by range at the end. The
+        users' activity days are rebuilt (whole-day marks) or, for whole days, dropped at the end."""
+        touched: set[tuple[str, int, int]] = set()
+        posts: set[tuple[str, int, str]] = set()
+        for row in rows:
+            if row.user_id is not None:
+                touched.add((row.user_id, msg_day, msg_day))
+                for at in [*(row.edit_times or ()), *([row.deleted_ts] if row.deleted_ts else [])]:
+                    touched.add((row.user_id, day_of(at), msg_day))
+                posts.add((row.user_id, row.ts, activity_index.base_kind(row.subtype, row.thread_ts, row.ts)))
+            for (_emoji, reactor), at in zip(row.reactions or (), row.reaction_times or (), strict=False):
+                touched.add((reactor, day_of(at), msg_day))
+                touched.add((reactor, msg_day, msg_day))  # history's reactions are indexed at their message
+                if row.user_id is not None:
+                    touched.add((row.user_id, day_of(at), msg_day))
+        if whole:
+            for user_id, day, _msg_day in touched:
+                expiry = self.whole_users.setdefault(user_id, _UserExpiry())
+                expiry.years.add(activity_index.year_of_day(day))
+            for user_id, ts, _kind in posts:
+                self.whole_users.setdefault(user_id, _UserExpiry()).post_hours.add(ts // activity_index.HOUR_US)
+            return []
+        marks, _keys = dirty.mark_writes(self.db, {dirty.whole_day(self.archive, user, day * DAY_US)
+                                                   for user, day, _m in touched})
+        return [*activity_index.expire_touch_writes(self.plan.team_id, channel_id, touched),
+                *activity_index.expire_post_writes(self.plan.team_id, channel_id, posts), *marks]
+
+    def _whole_days_end(self, before: int) -> None:
+        """Every message before `before` is gone: per user, the posts hours, the index rows and the stored
+        activity days before it go by partition or range (local days up to two days short of the UTC cutoff:
+        those two are rebuilt from what remains); stored reports of weeks before it are dropped."""
+        team_id = self.plan.team_id
+        before_date = EPOCH + timedelta(before)
+        reports = report_store.reports_ending_before(self.db, team_id, before_date)
+        self.counts["reports"] += len(reports)
+        if self.dry_run:
+            return
+        writes: list[Write] = report_store.expire_report_writes(team_id, reports)
+        keep_from = before_date - timedelta(days=2)
+        for user_id, expiry in sorted(self.whole_users.items()):
+            writes += activity_index.expire_whole_writes(team_id, user_id, expiry.post_hours, expiry.years, before)
+            local_years = {y for year in expiry.years for y in (year, year + 1)}
+            writes += activity_store.expire_before_writes(self.archive, user_id, local_years, keep_from)
+        marks, _keys = dirty.mark_writes(self.db, {dirty.whole_day(self.archive, user, day * DAY_US)
+                                                   for user in self.whole_users for day in (before - 2, before - 1)})
+        self.db.execute_many(writes + marks)
+        self.counts["activity_accounts"] += len(self.whole_users)
+
+
+def run(db: Database, team_id: str, *, dry_run: bool, files: ObjectStore | None, today: date | None = None,
+        progress: Callable[[str, int], None] | None = None) -> tuple[policies.Run, Plan]:
+    """Plan and run retention on one workspace, recorded in retention_runs (a failed run is recorded as such)."""
+    the_plan = plan(db, team_id, today=today)
+    archive = f"slack:{team_id}"
+    record = policies.start_run(db, archive, dry_run=dry_run)
+    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress)
+    started = datetime.now(UTC)
+    try:
+        job.run()
+    except Exception:
+        policies.finish_run(db, archive, record, counts=job.counts, held_counts=job.held, state="failed")
+        raise
+    done = policies.finish_run(db, archive, record, counts=job.counts, held_counts=job.held)
+    log.info("retention_run", archive=archive, dry_run=dry_run, counts=dict(job.counts), held=dict(job.held),
+             seconds=round((datetime.now(UTC) - started).total_seconds(), 1))
+    return done, the_plan

@@ -1,0 +1,203 @@
+"""A Slack workspace's retention run at scale (issue 32): how fast expired messages leave every table, and what
+the run does to timeline reads beside it.
+
+    .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
+                                        [--seconds 10] [--channel-keep C:N ...] [--keep]
+
+In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
+
+1. Load `--messages` messages spread evenly over `--days` UTC days ending yesterday, across `--channels` channels
+   and 400 users, through the ingest's history path (`ingest.history_rows`: what an export import writes:
+   message rows, listings, search postings of 6-14 Zipf words, activity index, posts index, marks), 12% thread
+   replies, 8% with a reaction.
+2. Quiet timeline reads: the newest page (50) of a random channel, `messages.timeline`, p50/p99 at
+   concurrency 4 for `--seconds` (threads).
+3. The retention run (`--keep-days` for the workspace; `--channel-keep C:N` gives channel policies) while the
+   same timeline reads run beside it in threads: the run's wall time, messages deleted per second, the reads'
+   p50/p99 during the run.
+4. Checks: the messages left (counted by the node, channel-day by channel-day) equal those of the kept days; a
+   sample of expired messages' words finds nothing in search; tombstone warnings in the node's log since start.
+
+Prints one JSON object and writes it under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+import time
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from api.db import Database
+from api.node.common import NodeError
+from api.retention import policies
+from api.retention import slack as retention
+from api.slack import ingest, messages, search
+from api.slack.messages import NewMessage
+from api.slack.payloads import HistoryMessage
+from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
+from bench.scale_common import local_node, log_offset, measure, scratch_keyspace, tombstone_warnings, write_result
+
+TEAM = "TRETBENCH"
+US = 1_000_000
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _vocabulary(rnd: random.Random, size: int = 5_000) -> tuple[list[str], list[float]]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = sorted({"".join(rnd.choice(letters) for _ in range(rnd.randrange(3, 10))) for _ in range(size * 2)})
+    words = words[:size]
+    return words, [1 / (rank + 1) for rank in range(len(words))]
+
+
+def load(db: Database, *, messages_total: int, days: int, channels: list[str], today: date, seed: int = 7,
+         chunk: int = 2_000) -> dict[str, Any]:
+    """Messages over `days` UTC days before `today`, through the history write path; returns the per-day counts
+    (day -> messages) and a sample of (word, day) of each message's own word."""
+    rnd = random.Random(seed)
+    words, weights = _vocabulary(rnd)
+    first = (today - timedelta(days=days) - date(1970, 1, 1)).days * US_PER_DAY
+    step = days * US_PER_DAY // messages_total
+    per_day: dict[int, int] = {}
+    samples: list[tuple[str, int]] = []
+    heads: dict[str, list[int]] = {c: [] for c in channels}
+    started = time.perf_counter()
+    pending: list[Any] = []
+    written: list[NewMessage] = []
+    observed = int(datetime.combine(today, datetime.min.time(), UTC).timestamp() * US)
+    for n in range(messages_total):
+        ts = first + n * step + rnd.randrange(step)
+        channel = channels[n % len(channels)]
+        unique = f"w{n:x}q"  # a word of this message alone: what search must stop finding once it expired
+        text = " ".join([*rnd.choices(words, weights, k=rnd.randrange(6, 15)), unique])
+        thread = rnd.choice(heads[channel]) if heads[channel] and rnd.random() < 0.12 else None
+        msg = NewMessage(TEAM, channel, ts, us_to_ts(ts), user=f"U{rnd.randrange(400):04d}", text=text,
+                         thread_ts=thread)
+        if thread is None and rnd.random() < 0.1:
+            heads[channel] = (heads[channel] + [ts])[-20:]
+        reactions = frozenset({("tada", f"U{rnd.randrange(400):04d}")} if rnd.random() < 0.08 else ())
+        pending += ingest.history_rows(db, HistoryMessage(msg, None, reactions, False, False), observed_at=observed)
+        written.append(msg)
+        per_day[day_of(ts)] = per_day.get(day_of(ts), 0) + 1
+        if n % 997 == 0:
+            samples.append((unique, day_of(ts)))
+        if len(written) >= chunk:
+            db.execute_many(pending, concurrency=256)
+            for m in written:
+                ingest.note_stored(db, m)
+            pending, written = [], []
+            if n % 20_000 < chunk:
+                say(f"  {n + 1:,} messages, {(n + 1) / (time.perf_counter() - started):,.0f}/s")
+    db.execute_many(pending, concurrency=256)
+    for m in written:
+        ingest.note_stored(db, m)
+    return {"per_day": per_day, "samples": samples, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def timeline_reader(db: Database, channels: list[str], seed: int = 11):
+    rnd = random.Random(seed)
+
+    def read() -> None:
+        messages.timeline(db, TEAM, [rnd.choice(channels)], limit=50)
+
+    return read
+
+
+def _read_until(read, stop: threading.Event, latencies: list[float]) -> None:
+    while not stop.is_set():
+        started = time.perf_counter()
+        read()
+        latencies.append(time.perf_counter() - started)
+
+
+def _percentiles(latencies: list[float], seconds: float) -> dict[str, Any]:
+    ordered = sorted(latencies)
+    if not ordered:
+        return {"requests": 0}
+    return {"p50_ms": round(ordered[len(ordered) // 2] * 1000, 2),
+            "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 2),
+            "max_ms": round(ordered[-1] * 1000, 2), "requests": len(ordered),
+            "rate": round(len(ordered) / seconds, 1), "concurrency": 4}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--days", type=int, default=180)
+    parser.add_argument("--channels", type=int, default=20)
+    parser.add_argument("--keep-days", type=int, default=90)
+    parser.add_argument("--channel-keep", action="append", default=[], metavar="C:N",
+                        help="a channel's own policy (channel number : days), e.g. 3:30")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds of quiet reads")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
+    args = parser.parse_args(argv)
+    node = local_node()
+    offset = log_offset(node)
+    today = datetime.now(UTC).date()
+    channels = [f"CRET{i:04d}" for i in range(args.channels)]
+    result: dict[str, Any] = {"args": vars(args), "today": today.isoformat()}
+    with scratch_keyspace("retention", keep=args.keep, request_timeout=60.0) as db:
+        result["keyspace"] = db.keyspace
+        say(f"loading {args.messages:,} messages over {args.days} days in {args.channels} channels ...")
+        loaded = load(db, messages_total=args.messages, days=args.days, channels=channels, today=today)
+        result["load_seconds"] = loaded["seconds"]
+        archive = f"slack:{TEAM}"
+        policies.set_policy(db, archive, policies.WHOLE, args.keep_days, by="bench")
+        for spec in args.channel_keep:
+            number, _, days = spec.partition(":")
+            policies.set_policy(db, archive, channels[int(number)], int(days), by="bench")
+        reader = timeline_reader(db, channels)
+        say("quiet timeline reads ...")
+        result["timeline_quiet"] = measure(reader, seconds=args.seconds, concurrency=4, mode="threads")
+        dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
+        result["plan"] = plan.to_json()
+        result["dry_run"] = dry.to_json()
+        say(f"dry run: {dry.counts}")
+        stop = threading.Event()
+        latencies: list[float] = []
+        beside = [threading.Thread(target=_read_until, args=(reader, stop, latencies)) for _ in range(4)]
+        for thread in beside:
+            thread.start()
+        started = time.perf_counter()
+        done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today)
+        seconds = time.perf_counter() - started
+        stop.set()
+        for thread in beside:
+            thread.join()
+        result["timeline_during_run"] = _percentiles(latencies, seconds)
+        result["run"] = {**done.to_json(), "seconds": round(seconds, 1),
+                         "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1)}
+        say(f"run: {result['run']}")
+        cutoffs = plan.cutoffs
+        expected_left = sum(n for day, n in loaded["per_day"].items() if day >= max(cutoffs.values()))
+        if len(set(cutoffs.values())) == 1:
+            left = 0
+            for channel in channels:
+                days_left = [r.day for r in messages.days_before(db, TEAM, channel, 0, 1 << 30, 10_000)]
+                left += sum(messages.count_rows(db, TEAM, channel, [d]) for d in days_left)
+            result["messages_left"] = {"counted": left, "expected": expected_left, "equal": left == expected_left}
+        gone = [(w, d) for w, d in loaded["samples"] if d < min(cutoffs.values())][:50]
+        kept = [(w, d) for w, d in loaded["samples"] if d >= max(cutoffs.values())][:50]
+        result["search_check"] = {
+            "expired_words_found": sum(1 for w, _d in gone if search.search(db, TEAM, w).hits),
+            "expired_words_checked": len(gone),
+            "kept_words_found": sum(1 for w, _d in kept if search.search(db, TEAM, w).hits),
+            "kept_words_checked": len(kept)}
+    try:
+        result["tombstone_warnings"] = tombstone_warnings(node, offset)
+    except NodeError as exc:
+        result["tombstone_warnings_error"] = str(exc)
+    path = write_result("retention", result)
+    say(f"written {path}")
+    print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
