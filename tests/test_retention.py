@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from api.activity import service
+from api.activity import dirty, service
 from api.retention import policies
 from api.retention import slack as retention
 from api.slack import events, messages, payloads, search
@@ -122,7 +122,8 @@ def _kept_and_gone(written: dict) -> tuple[dict, dict]:
     return kept, gone
 
 
-def test_a_retention_run_leaves_no_copy_of_expired_messages_and_keeps_the_rest_whole(db, settings, tmp_path):
+def test_a_retention_run_leaves_no_copy_of_expired_messages_and_keeps_the_rest_whole(db, mdb, clock, settings,
+                                                                                     tmp_path):
     team = f"TRET{uuid.uuid4().hex[:6].upper()}"
     files = LocalStore(tmp_path / "files")
     written = _workspace(db, settings, team, files)
@@ -140,11 +141,13 @@ def test_a_retention_run_leaves_no_copy_of_expired_messages_and_keeps_the_rest_w
     assert dry.counts == {"channel_days": len(gone), "messages": 4 * len(gone), "reports": 0}
     assert _scan_traces(db, team, gone_words, gone_stamps)  # a dry run deletes nothing
 
-    done, _plan = retention.run(db, team, dry_run=False, files=files, today=TODAY)
+    done, _plan = retention.run(mdb, team, dry_run=False, files=files, today=TODAY)
     assert done.state == "done" and done.counts["channel_days"] == len(gone)
     assert done.counts["messages"] == 4 * len(gone) and done.counts["files"] == len(gone)
-    # What the dirty worker does with the marks of the row-by-row days: their users' days rebuilt.
-    service.rebuild_days(db, archive, {u: all_days for u in ("URA", "URB", "URC")})
+    # The dirty worker rebuilds the days the run marked (row by row: the users' days of those channel-days; whole
+    # days: the two before the cutoff), on the run's clock once the marks are due.
+    clock.advance(2 * settings.activity.delay_seconds)
+    assert dirty.DirtyWorker(mdb, service.rebuild_marks).drain().marks > 0
     # Kept on purpose (docs/retention.md): when a user was first seen and first posted, profile facts the
     # new-poster figures need.
     assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}
