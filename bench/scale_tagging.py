@@ -4,6 +4,7 @@ abandoned leases expire and free quota, QA verifying, and the figures checked ag
     .venv/bin/python -m bench.scale_tagging [--items 1000000] [--keywords 100000] [--taggers 100] [--seconds 60]
                                             [--lease-seconds 4] [--abandon 0.1] [--verify 0.3] [--quota 0]
                                             [--teams 2] [--no-partitions] [--keep]
+                                            [--cluster [--lag-node 2 --lag-at 10 --lag-for 15]]
 
 What it does, in one scratch keyspace (dropped after unless `--keep`):
 
@@ -26,6 +27,10 @@ What it does, in one scratch keyspace (dropped after unless `--keep`):
    team's usage equals its quota; with `--partitions` (default) the largest partition of the tagging tables
    as the node reports it (nodetool flush + sstablepartitions), against the 100 MB / 100k-row bound.
 
+`--cluster` runs it on the 3-node loopback cluster (RF 3, the service's consistency levels) and `--lag-for S`
+pauses one node (SIGSTOP) for S seconds during the load: it misses writes and catches up from hints after, so
+reads at LOCAL_ONE may meet it behind; the checks above must still hold (findings 6 and 7).
+
 Prints a markdown table on stderr and the JSON on stdout (written under bench/results/, scale-tagging-*.json).
 """
 
@@ -43,8 +48,11 @@ from collections import Counter
 from typing import Any
 
 from api.db import Database
+from api.node.config import cluster_specs
+from api.node.process import start_cluster
 from api.tagging import control, effort, figures, reconcile, service, worker
 from api.tagging.projects import Member
+from bench.faults_common import pause_node, resume_node
 from bench.scale_common import _percentile, largest_partitions, local_node, scratch_keyspace, write_result
 from bench.tagging import CATEGORIES, SUBCATEGORIES, archive
 
@@ -185,7 +193,14 @@ def _recount(db: Database, project: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"bench": "scale_tagging", "args": vars(args)}
     started = time.perf_counter()
-    with scratch_keyspace("tagscale", keep=args.keep, request_timeout=120.0) as db:
+    node, replication, specs = None, "SimpleStrategy:1", []
+    if args.cluster:  # the project's 3-node loopback cluster, RF 3 (started if it is not running)
+        specs = cluster_specs(3)
+        start_cluster(specs)
+        node, replication = specs[0], "NetworkTopologyStrategy:datacenter1:3"
+        result["cluster"] = [s.name for s in specs]
+    with scratch_keyspace("tagscale", keep=args.keep, request_timeout=120.0, node=node,
+                          replication=replication) as db:
         result["keyspace"] = db.keyspace
         t0 = time.perf_counter()
         authors = archive(db, "tagscale", args.items)
@@ -228,7 +243,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t1 = time.perf_counter()
         for t in threads:
             t.start()
+        lag = threading.Thread(target=_lag, args=(specs, args, result)) if args.lag_for else None
+        if lag is not None:
+            lag.start()
         time.sleep(args.seconds)
+        if lag is not None:
+            lag.join()
         load.stop.set()
         for t in threads:
             t.join()
@@ -286,7 +306,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["rows"] = partition_rows(db, project)
         result["checks"]["control_and_keyword_partitions_<=_100k_rows"] = (
             result["rows"]["tagging_control"] <= 100_000 and result["rows"]["tagging_keyword_uses_max"] <= 100_000)
-        if args.partitions:
+        if args.partitions and not args.cluster:
             try:
                 parts = largest_partitions(local_node(), db.keyspace, TABLES, min_rows=1000)
             except Exception as exc:  # noqa: BLE001 - nodetool unavailable: the CQL row counts above remain
@@ -300,6 +320,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["seconds"] = round(time.perf_counter() - started, 1)
     _table(result)
     return result
+
+
+def _lag(specs: list[Any], args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """One node of the cluster SIGSTOPped (a long pause: it misses writes, then catches up from hints) `--lag-at`
+    seconds into the load for `--lag-for` seconds."""
+    time.sleep(args.lag_at)
+    spec = specs[args.lag_node - 1]
+    pid = pause_node(spec)
+    try:
+        time.sleep(args.lag_for)
+    finally:
+        resume_node(pid)
+    result["lagging_node"] = {"node": spec.name, "at_s": args.lag_at, "for_s": args.lag_for}
+    _note("lag", result["lagging_node"])
 
 
 def partition_rows(db: Database, project: str) -> dict[str, int]:
@@ -345,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-partitions", dest="partitions", action="store_false",
                         help="skip the nodetool flush + sstablepartitions scan")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
+    parser.add_argument("--cluster", action="store_true",
+                        help="on the 3-node loopback cluster (RF 3; started if needed) instead of the local node")
+    parser.add_argument("--lag-node", type=int, default=2, choices=(1, 2, 3), help="--cluster: the node paused")
+    parser.add_argument("--lag-at", type=float, default=10.0, help="--cluster: seconds into the load it pauses")
+    parser.add_argument("--lag-for", type=float, default=0.0,
+                        help="--cluster: seconds it stays paused (0: no lagging node)")
     args = parser.parse_args(argv)
     result = run(args)
     write_result("scale-tagging", result)

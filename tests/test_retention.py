@@ -274,3 +274,32 @@ def test_every_table_of_the_schema_has_a_retention_rule():
     assert "slack_messages" in tables and len(tables) > 80
     assert sorted(tables - set(RULES)) == [], "tables without a retention rule"
     assert sorted(set(RULES) - tables) == [], "rules of tables that do not exist"
+
+
+def test_a_run_stopped_midway_is_finished_by_the_next_one(db, settings, tmp_path, monkeypatch):
+    """The run fails on its sixth channel-day (after five went whole): the report says failed, and the next run
+    leaves no copy of any expired message, as one uninterrupted run does."""
+    team = f"TRET{uuid.uuid4().hex[:6].upper()}"
+    files = LocalStore(tmp_path / "files")
+    written = _workspace(db, settings, team, files)
+    _policies(db, team)
+    _kept, gone = _kept_and_gone(written)
+    real_day, calls = retention.Run.day, []
+
+    def failing_day(self, channel_id, listed):
+        calls.append(listed.day)
+        if len(calls) == 6:
+            raise RuntimeError("the node went away")
+        return real_day(self, channel_id, listed)
+
+    monkeypatch.setattr(retention.Run, "day", failing_day)
+    with pytest.raises(RuntimeError):
+        retention.run(db, team, dry_run=False, files=files, today=TODAY)
+    assert policies.runs(db, f"slack:{team}")[0].state == "failed"
+    monkeypatch.setattr(retention.Run, "day", real_day)
+    done, _plan = retention.run(db, team, dry_run=False, files=files, today=TODAY)
+    # The days the first run emptied are still listed (a run unlists its ranges at the end): found empty.
+    assert done.state == "done" and 0 < done.counts["messages"] < 4 * len(gone)
+    gone_words = {w for entries in gone.values() for _ts, ws in entries for w in ws}
+    gone_stamps = {_us(ts) for entries in gone.values() for ts, _ws in entries}
+    assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}

@@ -91,9 +91,8 @@ def plan(db: Database, team_id: str, *, today: date | None = None) -> Plan:
 
 @dataclasses.dataclass
 class _UserExpiry:
-    """What a whole-day expiry drops per user at the end of a run (one range per partition)."""
+    """The UTC years in which a run already dropped a user's index rows and activity days before the cutoff."""
 
-    post_hours: set[int] = dataclasses.field(default_factory=set)
     years: set[int] = dataclasses.field(default_factory=set)
 
 
@@ -252,38 +251,50 @@ class Run:
                 touched.add((reactor, msg_day, msg_day))  # history's reactions are indexed at their message
                 if row.user_id is not None:
                     touched.add((row.user_id, day_of(at), msg_day))
-        if whole:
-            for user_id, day, _msg_day in touched:
-                expiry = self.whole_users.setdefault(user_id, _UserExpiry())
-                expiry.years.add(activity_index.year_of_day(day))
-            for user_id, ts, _kind in posts:
-                self.whole_users.setdefault(user_id, _UserExpiry()).post_hours.add(ts // activity_index.HOUR_US)
-            return []
+        if whole and self.plan.whole_before is not None:
+            return self._whole_activity(touched, posts, self.plan.whole_before)
         marks, _keys = dirty.mark_writes(self.db, {dirty.whole_day(self.archive, user, day * DAY_US)
                                                    for user, day, _m in touched})
         return [*activity_index.expire_touch_writes(self.plan.team_id, channel_id, touched),
                 *activity_index.expire_post_writes(self.plan.team_id, channel_id, posts), *marks]
 
-    def _whole_days_end(self, before: int) -> None:
-        """Every message before `before` is gone: per user, the posts hours, the index rows and the stored
-        activity days before it go by partition or range (local days up to two days short of the UTC cutoff:
-        those two are rebuilt from what remains); stored reports of weeks before it are dropped."""
+    def _whole_activity(self, touched: set[tuple[str, int, int]], posts: set[tuple[str, int, str]], before: int
+                        ) -> list[Write]:
+        """A whole day's activity copies, with the day's other deletes (a run stopped after them leaves nothing
+        of the day for the next one to find): the authors' posts hours dropped whole; and, the first time the
+        run meets a user in a UTC year, their index rows and stored activity days before the cutoff by one range
+        per partition (the same ranges every time: once a run is enough), and the two local days before the cutoff
+        marked (rebuilt from what remains)."""
         team_id = self.plan.team_id
-        before_date = EPOCH + timedelta(before)
-        reports = report_store.reports_ending_before(self.db, team_id, before_date)
-        self.counts["reports"] += len(reports)
-        if self.dry_run:
-            return
-        writes: list[Write] = report_store.expire_report_writes(team_id, reports)
-        keep_from = before_date - timedelta(days=2)
-        for user_id, expiry in sorted(self.whole_users.items()):
-            writes += activity_index.expire_whole_writes(team_id, user_id, expiry.post_hours, expiry.years, before)
-            local_years = {y for year in expiry.years for y in (year, year + 1)}
-            writes += activity_store.expire_before_writes(self.archive, user_id, local_years, keep_from)
+        hours: dict[str, set[int]] = {}
+        for user_id, ts, _kind in posts:
+            hours.setdefault(user_id, set()).add(ts // activity_index.HOUR_US)
+        years: dict[str, set[int]] = {}
+        for user_id, day, _msg_day in touched:
+            year = activity_index.year_of_day(day)
+            if year not in self.whole_users.setdefault(user_id, _UserExpiry()).years:
+                years.setdefault(user_id, set()).add(year)
+                self.whole_users[user_id].years.add(year)
+        keep_from = EPOCH + timedelta(before - 2)
+        writes: list[Write] = []
+        for user_id in sorted(set(hours) | set(years)):
+            found = years.get(user_id, set())
+            writes += activity_index.expire_whole_writes(team_id, user_id, hours.get(user_id, ()), found, before)
+            writes += activity_store.expire_before_writes(self.archive, user_id, {y for year in found
+                                                                                for y in (year, year + 1)}, keep_from)
         marks, _keys = dirty.mark_writes(self.db, {dirty.whole_day(self.archive, user, day * DAY_US)
-                                                   for user in self.whole_users for day in (before - 2, before - 1)})
-        self.db.execute_many(writes + marks, batch_size=_BATCH)
-        self.counts["activity_accounts"] += len(self.whole_users)
+                                                   for user in years for day in (before - 2, before - 1)})
+        return writes + marks
+
+    def _whole_days_end(self, before: int) -> None:
+        """Every message before `before` is gone: the stored reports of weeks before it are dropped."""
+        team_id = self.plan.team_id
+        reports = report_store.reports_ending_before(self.db, team_id, EPOCH + timedelta(before))
+        self.counts["reports"] += len(reports)
+        if self.whole_users:
+            self.counts["activity_accounts"] += len(self.whole_users)
+        if not self.dry_run:
+            self.db.execute_many(report_store.expire_report_writes(team_id, reports), batch_size=_BATCH)
 
 
 def run(db: Database, team_id: str, *, dry_run: bool, files: ObjectStore | None, today: date | None = None,
