@@ -2,7 +2,7 @@
 the run does to timeline reads beside it.
 
     .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
-                                        [--seconds 10] [--channel-keep C:N ...] [--keep]
+                                        [--seconds 10] [--channel-keep C:N ...] [--parallel 8] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -135,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channel-keep", action="append", default=[], metavar="C:N",
                         help="a channel's own policy (channel number : days), e.g. 3:30")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of quiet reads")
+    parser.add_argument("--parallel", type=int, default=retention.PARALLEL,
+                        help="channel-days expired side by side (the run's --parallel)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         for thread in beside:
             thread.start()
         started = time.perf_counter()
-        done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today)
+        done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=args.parallel)
         seconds = time.perf_counter() - started
         stop.set()
         for thread in beside:

@@ -296,6 +296,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             brute_top,
         }
         found = reconcile.reconcile(db, project)
+        result["reconcile"] = {"differences": [d for d in found["differences"] if not d.startswith("keyword/")][:20],
+                               "missing_events": found["missing_events"], "team_usage": found["team_usage"]}
         keyword_diffs = [k for k in found["differences"] if k.startswith("keyword/")]  # the seed has no events
         checks["reconcile_clean (keyword seed aside)"] = (len(found["differences"]) == len(keyword_diffs)
                                                           and found["missing_events"] == 0

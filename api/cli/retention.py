@@ -60,8 +60,10 @@ def show(team: str, runs: int) -> None:
 @click.option("--dry-run", is_flag=True, help="Count what would go (channel-days, messages), delete nothing.")
 @click.option("--today", default=None, help="The day the policies count back from, YYYY-MM-DD [default: today, "
                                             "UTC].")
+@click.option("--parallel", type=click.IntRange(1, 64), default=slack_retention.PARALLEL, show_default=True,
+              help="Channel-days expired side by side (fewer: gentler on reads served meanwhile).")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
-def run(team: str, dry_run: bool, today: str | None, progress: bool) -> None:
+def run(team: str, dry_run: bool, today: str | None, parallel: int, progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it.
     Resumable: a run stopped anywhere is finished by the next one. Prints the run's report (JSON); it is also
@@ -75,7 +77,7 @@ def run(team: str, dry_run: bool, today: str | None, progress: bool) -> None:
         with progress_bars(progress) as bar:
             advance = bar("channel-days", None)
             report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
-                db.settings.slack), today=day, progress=lambda _channel, days: advance(days))
+                db.settings.slack), today=day, progress=lambda _channel, days: advance(days), parallel=parallel)
         if not plan.cutoffs:
             say("no policy expires anything in this workspace")
         emit({**report.to_json(), "plan": plan.to_json()})

@@ -50,7 +50,7 @@ UNLISTED_MAX = 200_000  # terms remembered as unlisted (~20 MB)
 # Deletes go out as unlogged batches of up to 10 partitions (Cassandra's warn threshold): a tenth of the requests
 # (the run's time is the node's answers: 51,094 posting partitions for 10,000 messages, profiled).
 _BATCH = 10
-WORKERS = 8  # channel-days of one UTC day expired side by side
+PARALLEL = 8  # channel-days of one UTC day expired side by side (the default)
 DAY_US = 86_400_000_000
 EPOCH = date(1970, 1, 1)
 
@@ -100,8 +100,9 @@ class Run:
     """One run over a workspace; `counts` / `held` say what went (or would) and what holds kept."""
 
     def __init__(self, db: Database, the_plan: Plan, *, dry_run: bool, files: ObjectStore | None,
-                 progress: Callable[[str, int], None] | None = None) -> None:
+                 progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL) -> None:
         self.db, self.plan, self.dry_run, self.files = db, the_plan, dry_run, files
+        self.parallel = parallel
         self.progress = progress or (lambda _channel, _days: None)
         self.counts: Counter[str] = Counter()
         self.held: Counter[str] = Counter()
@@ -129,7 +130,7 @@ class Run:
         by day): a common word's (term, day) partition is dropped once, by the first channel-day holding it."""
         streams = [self._tagged(channel_id, before) for channel_id in sorted(self.plan.cutoffs)]
         ranges: dict[str, list[int]] = {}
-        pool = self.db.executor("retention", WORKERS)
+        pool = self.db.executor(f"retention-{self.parallel}", self.parallel)
         merged = heapq.merge(*streams, key=lambda pair: (pair[1].day, pair[0]))
         for _day, group in itertools.groupby(merged, key=lambda pair: pair[1].day):
             # A day's channel-days side by side (their reads and deletes overlap), the next day after them.
@@ -298,12 +299,14 @@ class Run:
 
 
 def run(db: Database, team_id: str, *, dry_run: bool, files: ObjectStore | None, today: date | None = None,
-        progress: Callable[[str, int], None] | None = None) -> tuple[policies.Run, Plan]:
-    """Plan and run retention on one workspace, recorded in retention_runs (a failed run is recorded as such)."""
+        progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL
+        ) -> tuple[policies.Run, Plan]:
+    """Plan and run retention on one workspace, recorded in retention_runs (a failed run is recorded as such).
+    `parallel`: channel-days expired side by side (fewer leaves the node more room for reads meanwhile)."""
     the_plan = plan(db, team_id, today=today)
     archive = f"slack:{team_id}"
     record = policies.start_run(db, archive, dry_run=dry_run)
-    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress)
+    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress, parallel=parallel)
     started = datetime.now(UTC)
     try:
         job.run()
