@@ -7,6 +7,7 @@ app) each create their own Cluster after the fork.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -15,7 +16,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -76,6 +77,18 @@ def reads_own_writes(view: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             read_level.reset(token)  # a test client runs the view in the caller's context: nothing may leak
     return wrapper
+
+
+@contextlib.contextmanager
+def reads_at(level: int = ConsistencyLevel.LOCAL_QUORUM) -> Iterator[None]:
+    """Every read of this block (in this thread) at `level`, unless its statement has a level of its own: work
+    that decides from what it reads (a bookkeeping pass, a reconcile) must not take a replica that missed writes
+    for the truth. LOCAL_QUORUM reads overlap every LOCAL_QUORUM write on RF 3."""
+    token = read_level.set(level)
+    try:
+        yield
+    finally:
+        read_level.reset(token)
 
 
 class Statement:

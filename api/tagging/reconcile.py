@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.db import Database
+from cassandra import ConsistencyLevel
+
+from api.db import Database, reads_at
 from api.tagging import control, effort, figures, items, projects
 from api.tagging.effort import Event
 
@@ -45,7 +47,12 @@ def _expected_events(state: items.State) -> list[Event]:
 def reconcile(db: Database, project_id: str, *, repair: bool = False, progress: Any = None) -> dict[str, Any]:
     """Differences between the stored figures and the effort log (and events missing from the log); with
     `repair`, write the missing events and the right figures. Figures of events after the owner's checkpoint
-    that it has not counted yet are left to it."""
+    that it has not counted yet are left to it. Read at LOCAL_QUORUM: what it repairs is what it read."""
+    with reads_at(ConsistencyLevel.LOCAL_QUORUM):
+        return _reconcile(db, project_id, repair=repair, progress=progress)
+
+
+def _reconcile(db: Database, project_id: str, *, repair: bool, progress: Any) -> dict[str, Any]:
     project = projects.get(db, project_id)
     if project is None:
         raise LookupError(f"no project {project_id}")

@@ -27,7 +27,9 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from api.db import Database
+from cassandra import ConsistencyLevel
+
+from api.db import Database, reads_at
 from api.tagging import control, effort, figures, items, projects, queue, service, stamps
 from api.tagging.control import Positions
 
@@ -95,7 +97,13 @@ class ProjectOwner:
         control.release(self.db, self.project, self.owner)
 
     def step(self) -> dict[str, int]:
-        """One pass (steps 1-6 of the module's docstring); {} without a project or a lease."""
+        """One pass (steps 1-6 of the module's docstring); {} without a project or a lease. Its reads are at
+        LOCAL_QUORUM: the pass moves its checkpoints past what it read, so an event or lease end a lagging replica
+        had not received yet (a node back from a pause, hints still replaying) would never be counted."""
+        with reads_at(ConsistencyLevel.LOCAL_QUORUM):
+            return self._step()
+
+    def _step(self) -> dict[str, int]:
         project = projects.get(self.db, self.project)
         if project is None or self.pos is None:
             return {}
