@@ -215,7 +215,7 @@ def test_policies_are_validated_and_a_channel_overrides_the_workspace(db):
     from api.errors import InvalidInput
 
     for bad in (lambda: policies.set_policy(db, archive, "*", -1, by="t"),
-                lambda: policies.set_policy(db, "network:x", "C1", 5, by="t"),
+                lambda: policies.set_policy(db, "network:x", "*", 5, by="t"),
                 lambda: policies.set_policy(db, "mail:x", "*", 5, by="t"),
                 lambda: policies.create_hold(db, archive, "account", "1", "r", by="t", via="cli"),
                 lambda: policies.create_hold(db, archive, "user", "", "r", by="t", via="cli")):

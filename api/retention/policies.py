@@ -116,8 +116,8 @@ def set_policy(db: Database, archive: str, target: str, keep_days: int, *, by: s
     side = side_of(archive)
     if not 0 <= keep_days <= MAX_KEEP_DAYS:
         raise InvalidInput(f"keep_days must be 0 (forever) .. {MAX_KEEP_DAYS}")
-    if target != WHOLE and side != "slack":
-        raise InvalidInput("a network's policy is for the whole network (target '*')")
+    if side != "slack":  # refused rather than stored: nothing would apply it (docs/retention.md, "Next")
+        raise InvalidInput("retention of follower networks is not available yet: no run would apply the policy")
     at = _now(db)
     db.execute(PUT_POLICY, (archive, target, keep_days, by, at))
     return Policy(target, keep_days, by, at)
