@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, WriteTimeout
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResponseFuture, Session
 from cassandra.concurrent import execute_concurrent
 from cassandra.metadata import NetworkTopologyStrategy
@@ -148,6 +148,28 @@ def was_applied(result: Any) -> bool:
         raise ValueError(f"not the result of a conditional statement (columns {result.column_names})")
     row = result.one()
     return row is not None and bool(row[0])
+
+
+CAS_WRITE_UNKNOWN = 0x1700  # protocol v5: the Paxos proposal was accepted by some replicas, not a quorum
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """Whether a conditional statement that failed with `exc` may still have applied: a timeout (the node's or
+    the driver's), or a proposal accepted by too few replicas, which a later Paxos round may complete."""
+    return isinstance(exc, (WriteTimeout, ReadTimeout, OperationTimedOut)) or \
+        getattr(exc, "code", None) == CAS_WRITE_UNKNOWN
+
+
+def transact(db: Database, statement: Statement, params: Params, settle: Callable[[], bool]) -> bool:
+    """Run a conditional statement: whether it applied. When its outcome is unknown (`outcome_unknown`),
+    `settle` decides it from a serial read of the row, which also completes a proposal left half-done, so what
+    it sees stays true. (If that read fails too, its error is raised: the outcome stays unknown.)"""
+    try:
+        return was_applied(db.execute(statement, params))
+    except Exception as exc:
+        if not outcome_unknown(exc):
+            raise
+    return settle()
 
 
 class Database:

@@ -44,11 +44,10 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from cassandra import ConsistencyLevel, WriteTimeout
-from cassandra.protocol import ErrorMessage
+from cassandra import ConsistencyLevel
 
 from api.clock import SYSTEM, Clock
-from api.db import Database, Params, Statement, was_applied
+from api.db import Database, Params, Statement, outcome_unknown, transact
 
 TABLES = frozenset({"work_items", "work_buckets", "work_groups", "work_checkpoints", "work_shards",
                     "work_workers"})
@@ -104,7 +103,6 @@ RELEASE = Statement("DELETE FROM work_shards WHERE queue = ? AND shard = ? IF ow
 # tells who holds the shard.
 SHARD_OWNER_SERIAL = Statement("SELECT owner FROM work_shards WHERE queue = ? AND shard = ?",
                                name="SELECT work_shards (serial)", consistency=ConsistencyLevel.LOCAL_SERIAL)
-_CAS_WRITE_UNKNOWN = 0x1700  # protocol v5: the Paxos proposal was accepted by some replicas, not a quorum
 SELECT_OWNERS = Statement("SELECT shard, owner FROM work_shards WHERE queue = ? AND shard IN ?", consistency=_READ)
 HEARTBEAT = Statement("INSERT INTO work_workers (queue, owner, seen_us) VALUES (?, ?, ?) USING TTL ?")
 # A worker that stops says so at once (one row; the only other delete here is a shard lease's).
@@ -262,24 +260,22 @@ class _Consumer:
         transaction can end with its outcome unknown (a timeout, or a proposal accepted by too few replicas):
         then the lease row is read serially, and the answer is whoever it names (if that read fails too, the
         shard is treated as not held: a lease this worker may hold still expires on its own)."""
-        try:
-            return was_applied(self.db.execute(statement, params))
-        except (WriteTimeout, ErrorMessage) as exc:
-            if not isinstance(exc, WriteTimeout) and getattr(exc, "code", None) != _CAS_WRITE_UNKNOWN:
-                raise
-        try:
-            row = self.db.execute(SHARD_OWNER_SERIAL, (self.queue, shard)).one()
-        except Exception:  # noqa: BLE001 - unknown stays unknown: not held
-            return False
-        return row is not None and row.owner == self.owner
+        def settle() -> bool:
+            try:
+                row = self.db.execute(SHARD_OWNER_SERIAL, (self.queue, shard)).one()
+            except Exception:  # noqa: BLE001 - unknown stays unknown: not held
+                return False
+            return row is not None and row.owner == self.owner
+
+        return transact(self.db, statement, params, settle)
 
     def release(self, shard: int) -> None:
         state = self.shards.pop(shard)
         self.flush(state, shard, force=True)
         try:
             self.db.execute(RELEASE, (self.queue, shard, self.owner))
-        except (WriteTimeout, ErrorMessage) as exc:
-            if not isinstance(exc, WriteTimeout) and getattr(exc, "code", None) != _CAS_WRITE_UNKNOWN:
+        except Exception as exc:
+            if not outcome_unknown(exc):
                 raise
             # Outcome unknown: if the lease is still ours it expires within LEASE_SECONDS.
 

@@ -27,15 +27,15 @@ from api.db import Database, Statement, was_applied
 TABLES = frozenset({"tagging_control", "tagging_keyword_uses"})
 
 _STATICS = ("version", "tag_head", "tag_tail", "review_head", "review_tail", "fill_cursor", "lease_checkpoint",
-            "events_checkpoint", "applied", "keywords_pending")
+            "events_checkpoint", "applied", "keywords_pending", "late_checkpoint", "late_applied", "counted_pending")
 # Every figure scope but 'keyword' (rows of projects made before cql/0170, no longer read).
 _SCOPES = "('project', 'team', 'user', 'category', 'subcategory', 'top')"
 KEYWORD_BUCKETS = 64
 
 INIT = Statement(
     "UPDATE tagging_control SET version = 0, tag_head = 0, tag_tail = 0, review_head = 0, review_tail = 0, "
-    "fill_cursor = 0, lease_checkpoint = ?, events_checkpoint = ?, applied = '[]' "
-    "WHERE project = ?")
+    "fill_cursor = 0, lease_checkpoint = ?, events_checkpoint = ?, applied = '[]', late_checkpoint = ?, "
+    "late_applied = '[]', counted_pending = '[]' WHERE project = ?")
 ACQUIRE = Statement("UPDATE tagging_control USING TTL ? SET owner = ? WHERE project = ? IF owner = null",
                     idempotent=False)
 RELEASE = Statement("DELETE owner FROM tagging_control WHERE project = ? IF owner = ?", idempotent=False)
@@ -48,12 +48,14 @@ READ_STATICS = Statement(f"SELECT owner, {', '.join(_STATICS)} FROM tagging_cont
                          name="SELECT tagging_control (statics)")
 COMMIT = Statement(
     "UPDATE tagging_control SET version = ?, tag_head = ?, tag_tail = ?, review_head = ?, review_tail = ?, "
-    "fill_cursor = ?, lease_checkpoint = ?, events_checkpoint = ?, applied = ?, keywords_pending = ? "
-    "WHERE project = ? IF owner = ? AND version = ?", idempotent=False)
+    "fill_cursor = ?, lease_checkpoint = ?, events_checkpoint = ?, applied = ?, keywords_pending = ?, "
+    "late_checkpoint = ?, late_applied = ?, counted_pending = ? WHERE project = ? IF owner = ? AND version = ?",
+    idempotent=False)
 KEEP_OWNER = Statement("UPDATE tagging_control USING TTL ? SET owner = ? WHERE project = ?")
 SET_RANKING = Statement("UPDATE tagging_control SET ranking = ? WHERE project = ? AND scope = 'top' AND name = ?")
 # Reconcile's repair: bumps the version (the owner's next commit is refused) and clears the pending counts (the
-# repair writes the right ones; an owner rewriting its older ones at its reload would undo them).
+# repair writes the right ones; an owner rewriting its older ones at its reload would undo them). The pending
+# marks stay: those events are counted in the figures the repair wrote too.
 BUMP = Statement("UPDATE tagging_control SET version = ?, keywords_pending = '{}' WHERE project = ? IF version = ?",
                  idempotent=False, name="UPDATE tagging_control (version only)")
 # The timestamp is the control version of the commit that counted the uses: of two owners, the later one wins.
@@ -83,13 +85,20 @@ class Positions:
     applied: set[tuple[int, int, str]]
     owner: str | None = None
     keywords_pending: dict[str, int] = dataclasses.field(default_factory=dict)  # counts the commit changed
+    late_checkpoint: int = 0  # every notice of a late event at or before this time (us) is handled
+    late_applied: set[tuple[int, int, int, str]] = dataclasses.field(default_factory=set)  # handled after it
+    counted_pending: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # to mark counted
 
     @classmethod
     def from_row(cls, row: Any) -> Positions:
         applied = {tuple(k) for k in json.loads(row.applied or "[]")}
+        # A project made before cql/0260 has no notices before its events checkpoint.
+        late = row.late_checkpoint if row.late_checkpoint is not None else (row.events_checkpoint or 0)
         return cls(row.version or 0, row.tag_head or 0, row.tag_tail or 0, row.review_head or 0,
                    row.review_tail or 0, row.fill_cursor or 0, row.lease_checkpoint or 0,
-                   row.events_checkpoint or 0, applied, row.owner, json.loads(row.keywords_pending or "{}"))
+                   row.events_checkpoint or 0, applied, row.owner, json.loads(row.keywords_pending or "{}"), late,
+                   {tuple(k) for k in json.loads(row.late_applied or "[]")},
+                   [tuple(k) for k in json.loads(row.counted_pending or "[]")])
 
 
 Figures = dict[tuple[str, str], dict[str, int]]  # (scope, name) -> {figure: value}
@@ -100,7 +109,7 @@ def init(db: Database, project: str, created_us: int) -> None:
     """The project's statics, its checkpoints just before its creation: the logs are read after a checkpoint
     (`at_us > checkpoint`), so an event or lease end stamped in the creation's own microsecond (a coarse or a
     test clock) is still read, and reconcile does not count it as already in the figures."""
-    db.execute(INIT, (created_us - 1, created_us - 1, project))
+    db.execute(INIT, (created_us - 1, created_us - 1, created_us - 1, project))
 
 
 def acquire(db: Database, project: str, owner: str, ttl_seconds: int) -> bool:
@@ -151,9 +160,12 @@ def commit(db: Database, project: str, owner: str, seen: Positions, new: Positio
     `owner` still holds it; renews the owner's lease. False: someone else wrote (nothing was written)."""
     applied = json.dumps(sorted(list(k) for k in new.applied))
     pending = json.dumps(new.keywords_pending, sort_keys=True)
+    late_applied = json.dumps(sorted(list(k) for k in new.late_applied))
+    counted = json.dumps(sorted(list(k) for k in new.counted_pending))
     writes: list[tuple[Statement, Any]] = [
         (COMMIT, (seen.version + 1, new.tag_head, new.tag_tail, new.review_head, new.review_tail, new.fill_cursor,
-                  new.lease_checkpoint, new.events_checkpoint, applied, pending, project, owner, seen.version)),
+                  new.lease_checkpoint, new.events_checkpoint, applied, pending, new.late_checkpoint, late_applied,
+                  counted, project, owner, seen.version)),
         (KEEP_OWNER, (ttl_seconds, owner, project)),
     ]
     writes.extend((ADD_FIGURES, (values, project, scope, name)) for (scope, name), values in changed.items())

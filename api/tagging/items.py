@@ -10,6 +10,10 @@ a slot, repairing a usage shard). A Paxos commit carries the coordinator's times
 client's, so a plain write from a client whose clock is behind would lose to the transaction before it
 (tests/tagging/test_consistency.py). Reads that follow a transaction are serial reads (LOCAL_SERIAL): they see
 the committed state even where a replica lags.
+
+A transaction can end with its outcome unknown (a timeout while a node is down or paused): it may have applied.
+Each is then settled by a serial read of its row (db.transact), by what only that transaction writes: the
+lease id and times it set, or, for a usage shard, its own operation id among the shard's last 32.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 
-from api.db import Database, Statement, was_applied
+from api.db import Database, Statement, outcome_unknown, transact, was_applied
 
 TABLES = frozenset({"tagging_item_state", "tagging_holds", "tagging_team_usage"})
 
@@ -80,6 +84,9 @@ VERIFY = Statement(
 PUT_SLOT = Statement("INSERT INTO tagging_holds (project, user_id, slot, seq) VALUES (?, ?, ?, -1) IF NOT EXISTS",
                      idempotent=False)
 SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ?")
+SLOT_SERIAL = Statement(
+    "SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ? AND slot = ?",
+    consistency=ConsistencyLevel.LOCAL_SERIAL, name="SELECT tagging_holds (serial)")
 TAKE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
     "IF seq = -1", idempotent=False)
@@ -94,19 +101,27 @@ FREE_SLOT = Statement(
 
 USAGE_SHARDS = 8
 PUT_USAGE = Statement(
-    "INSERT INTO tagging_team_usage (project, team, shard, used) VALUES (?, ?, ?, 0) IF NOT EXISTS", idempotent=False)
-GET_USAGE = Statement("SELECT shard, used FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?")
+    "INSERT INTO tagging_team_usage (project, team, shard, used, recent_ops) VALUES (?, ?, ?, 0, []) IF NOT EXISTS",
+    idempotent=False)
+GET_USAGE = Statement(
+    "SELECT shard, used, recent_ops FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?")
 GET_USAGE_QUORUM = Statement(
-    "SELECT shard, used FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?",
+    "SELECT shard, used, recent_ops FROM tagging_team_usage WHERE project = ? AND team = ? AND shard IN ?",
     consistency=ConsistencyLevel.LOCAL_QUORUM, name="SELECT tagging_team_usage (quorum)")
+GET_SHARD_SERIAL = Statement(
+    "SELECT shard, used, recent_ops FROM tagging_team_usage WHERE project = ? AND team = ? AND shard = ?",
+    consistency=ConsistencyLevel.LOCAL_SERIAL, name="SELECT tagging_team_usage (serial)")
 # Taking a unit: the bound is in the condition, so a shard that looks full by a stale guess is still tried
-# (`IF used = <guess> AND used < <share>`): the refusal returns the current value, which may have room.
+# (`IF used = <guess> AND used < <share>`): the refusal returns the current value, which may have room. The
+# condition names the shard's last operations too (null on a shard made before cql/0260: a condition, never a
+# written value), and the write appends this one's id: an unknown outcome is settled by looking for it.
 TAKE_UNIT = Statement(
-    "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ? AND used < ?",
-    idempotent=False)
+    "UPDATE tagging_team_usage SET used = ?, recent_ops = ? WHERE project = ? AND team = ? AND shard = ? "
+    "IF used = ? AND used < ? AND recent_ops = ?", idempotent=False)
 GIVE_UNIT = Statement(
-    "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ? AND used > 0",
-    idempotent=False)
+    "UPDATE tagging_team_usage SET used = ?, recent_ops = ? WHERE project = ? AND team = ? AND shard = ? "
+    "IF used = ? AND used > 0 AND recent_ops = ?", idempotent=False)
+RECENT_OPS = 32
 # Reconcile's repair: a compare-and-set too (the shard's cell is managed by transactions).
 SET_USAGE = Statement(
     "UPDATE tagging_team_usage SET used = ? WHERE project = ? AND team = ? AND shard = ? IF used = ?",
@@ -181,43 +196,64 @@ def set_queued_writes(project: str, seq: int, pos: int, seen_pos: int) -> tuple[
     return SET_QUEUED, (pos, project, seq, seen_pos)
 
 
+def _settle(db: Database, project: str, seq: int, test: Any) -> Any:
+    """A settle function for db.transact: a serial read of the item, `test` of its state."""
+    def settle() -> bool:
+        state = get(db, project, seq, serial=True)
+        return state is not None and bool(test(state))
+    return settle
+
+
 def claim(db: Database, project: str, seq: int, queue_pos: int, user: str, team: str, lease_id: int,
           from_us: int, until_us: int) -> bool:
-    return was_applied(db.execute(CLAIM, (user, team, lease_id, from_us, until_us, project, seq, queue_pos)))
+    return transact(db, CLAIM, (user, team, lease_id, from_us, until_us, project, seq, queue_pos),
+                    _settle(db, project, seq, lambda s: s.status == IN_PROGRESS and s.lease_id == lease_id))
 
 
 def renew(db: Database, project: str, seq: int, user: str, lease_id: int, until_us: int) -> bool:
-    return was_applied(db.execute(RENEW, (until_us, project, seq, user, lease_id)))
+    return transact(db, RENEW, (until_us, project, seq, user, lease_id),
+                    _settle(db, project, seq, lambda s: s.lease_id == lease_id and s.lease_until_us == until_us))
 
 
 def submit(db: Database, project: str, seq: int, user: str, lease_id: int, categories: list[str],
            subcategories: list[str], keywords: list[str], at_us: int) -> bool:
-    return was_applied(db.execute(SUBMIT, (categories, subcategories, keywords, at_us, project, seq, user,
-                                           lease_id)))
+    return transact(db, SUBMIT, (categories, subcategories, keywords, at_us, project, seq, user, lease_id),
+                    _settle(db, project, seq, lambda s: s.lease_id == lease_id and s.tagged_us == at_us
+                            and s.status in (TAGGED, VERIFIED)))
 
 
 def skip(db: Database, project: str, seq: int, user: str, lease_id: int, now_us: int) -> bool:
     """Give the item back; the lease ends now (the stored end time keys its effort event)."""
-    return was_applied(db.execute(SKIP, (now_us, project, seq, user, lease_id)))
+    return transact(db, SKIP, (now_us, project, seq, user, lease_id),
+                    _settle(db, project, seq, lambda s: s.lease_id == lease_id and s.lease_until_us == now_us
+                            and s.status == NEW))
 
 
-def expire(db: Database, project: str, seq: int, lease_id: int, now_us: int) -> bool:
-    """Return an item whose lease ran out (False: submitted, renewed or returned meanwhile)."""
-    return was_applied(db.execute(EXPIRE, (project, seq, lease_id, now_us)))
+def expire(db: Database, project: str, seq: int, lease_id: int, until_us: int, now_us: int) -> bool:
+    """Return an item whose lease (ending at `until_us`) ran out; False: submitted, renewed or returned
+    meanwhile. Settled as applied when the item is New under this lease with that end (a skip would have set
+    the end to its own time)."""
+    return transact(db, EXPIRE, (project, seq, lease_id, now_us),
+                    _settle(db, project, seq, lambda s: s.lease_id == lease_id and s.status == NEW
+                            and s.lease_until_us == until_us))
 
 
 def holder_missing(db: Database, project: str, seq: int, user: str, lease_id: int, at_us: int) -> bool:
-    return was_applied(db.execute(HOLDER_MISSING, (at_us, project, seq, user, lease_id)))
+    return transact(db, HOLDER_MISSING, (at_us, project, seq, user, lease_id),
+                    _settle(db, project, seq, lambda s: s.status == MISSING and s.tagged_us == at_us))
 
 
 def admin_set(db: Database, project: str, seen: State, status: str, at_us: int) -> bool:
+    settle = _settle(db, project, seen.seq, lambda s: s.status == status and s.tagged_us == at_us)
     if seen.lease_id is None:
-        return was_applied(db.execute(ADMIN_SET_NEVER_LEASED, (status, at_us, project, seen.seq, seen.status)))
-    return was_applied(db.execute(ADMIN_SET, (status, at_us, project, seen.seq, seen.status, seen.lease_id)))
+        return transact(db, ADMIN_SET_NEVER_LEASED, (status, at_us, project, seen.seq, seen.status), settle)
+    return transact(db, ADMIN_SET, (status, at_us, project, seen.seq, seen.status, seen.lease_id), settle)
 
 
 def verify(db: Database, project: str, seq: int, result: str, verifier: str, note: str, at_us: int) -> bool:
-    return was_applied(db.execute(VERIFY, (result, verifier, note, at_us, project, seq)))
+    return transact(db, VERIFY, (result, verifier, note, at_us, project, seq),
+                    _settle(db, project, seq, lambda s: s.status == VERIFIED and s.verified_us == at_us
+                            and s.verifier == verifier))
 
 
 # -- hold slots ---------------------------------------------------------------------------------------------
@@ -242,9 +278,17 @@ def slots(db: Database, project: str, user: str) -> list[Slot]:
     return [Slot(r.slot, r.seq, r.lease_id, r.since_us) for r in db.execute(SLOTS, (project, user))]
 
 
+def _slot_serial(db: Database, project: str, user: str, slot: int) -> Slot | None:
+    row = db.execute(SLOT_SERIAL, (project, user, slot)).one()
+    return Slot(row.slot, row.seq, row.lease_id, row.since_us) if row is not None else None
+
+
 def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, now_us: int) -> bool:
     """Reserve a free slot for lease `lease_id` (the item is named once the claim succeeded)."""  # seq -3
-    return was_applied(db.execute(TAKE_SLOT, (-3, lease_id, now_us, project, user, slot)))
+    def settle() -> bool:
+        found = _slot_serial(db, project, user, slot)
+        return found is not None and found.lease_id == lease_id
+    return transact(db, TAKE_SLOT, (-3, lease_id, now_us, project, user, slot), settle)
 
 
 def name_slot_write(project: str, user: str, slot: int, seq: int, lease_id: int) -> tuple[Statement, Any]:
@@ -252,7 +296,11 @@ def name_slot_write(project: str, user: str, slot: int, seq: int, lease_id: int)
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
-    return was_applied(db.execute(FREE_SLOT, (project, user, slot, lease_id)))
+    """Free the slot if this lease still holds it (settled: freed, or no longer this lease's)."""
+    def settle() -> bool:
+        found = _slot_serial(db, project, user, slot)
+        return found is None or found.lease_id != lease_id or found.seq == FREE
+    return transact(db, FREE_SLOT, (project, user, slot, lease_id), settle)
 
 
 def free_slot_of_lease(db: Database, project: str, user: str, lease_id: int) -> None:
@@ -272,10 +320,19 @@ def make_usage(db: Database, project: str, team: str) -> None:
         db.execute(PUT_USAGE, (project, team, shard))
 
 
+# A shard as seen: its usage and the ids of the operations that changed it last (None: a shard made before
+# cql/0260, whose condition is `recent_ops = null`).
+ShardSeen = tuple[int, tuple[int, ...] | None]
+
+
+def _shards(db: Database, project: str, team: str, *, quorum: bool = False) -> dict[int, ShardSeen]:
+    rows = db.execute(GET_USAGE_QUORUM if quorum else GET_USAGE, (project, team, list(range(USAGE_SHARDS))))
+    return {r.shard: _seen(r) for r in rows}
+
+
 def usage_by_shard(db: Database, project: str, team: str, *, quorum: bool = False) -> dict[int, int]:
     """Each shard's usage; `quorum`: at LOCAL_QUORUM, which sees every committed compare-and-set."""
-    rows = db.execute(GET_USAGE_QUORUM if quorum else GET_USAGE, (project, team, list(range(USAGE_SHARDS))))
-    return {r.shard: r.used or 0 for r in rows}
+    return {shard: used for shard, (used, _ops) in _shards(db, project, team, quorum=quorum).items()}
 
 
 def usage(db: Database, project: str, team: str) -> int:
@@ -296,51 +353,74 @@ def change_usage(db: Database, project: str, team: str, delta: int, quota: int |
     every guess (it sees each committed compare-and-set), and the shards with room are tried. Units given back
     by another process (the worker's expiries) are so reused, and a team is refused only when its quota is
     really used (issue 30, finding 8). The bound is in each compare-and-set's condition, so no guess can pass
-    it."""
+    it. A compare-and-set whose outcome is unknown is settled by a serial read: applied if the shard's recent
+    operations hold this call's id."""
     guesses = db.caches.lru("tagging.usage_guess", maxsize=_GUESSES_MAX)
+    op = secrets.randbits(62) + 1  # this call's id in the shard's recent operations
 
     def cap_of(shard: int) -> int:
         return _NO_CAP if quota is None or delta < 0 else shard_quota(quota, shard)
 
-    def usable(shard: int, current: int | None) -> bool:
-        return current is None or (current > 0 if delta < 0 else current < cap_of(shard))
+    def usable(shard: int, seen: ShardSeen | None) -> bool:
+        return seen is None or (seen[0] > 0 if delta < 0 else seen[0] < cap_of(shard))
 
     order = [s for s in random.sample(range(USAGE_SHARDS), USAGE_SHARDS) if cap_of(s) > 0]
     tried: set[int] = set()
     for refreshed in (False, True):
         if refreshed:  # every untried shard looked full: one quorum read of them all before refusing
-            for shard, used in usage_by_shard(db, project, team, quorum=True).items():
-                guesses.set((project, team, shard), used)
+            for shard, seen in _shards(db, project, team, quorum=True).items():
+                guesses.set((project, team, shard), seen)
         for shard in order:
-            current = guesses.get((project, team, shard))
-            if shard in tried or not usable(shard, current):
+            seen = guesses.get((project, team, shard))
+            if shard in tried or not usable(shard, seen):
                 continue
             tried.add(shard)
-            if _change_shard(db, project, team, shard, delta, cap_of(shard), current, guesses):
+            if _change_shard(db, project, team, shard, delta, cap_of(shard), seen, guesses, op):
                 return True
     return False
 
 
-def _change_shard(db: Database, project: str, team: str, shard: int, delta: int, cap: int, current: int | None,
-                  guesses: Any) -> bool:
+def _change_shard(db: Database, project: str, team: str, shard: int, delta: int, cap: int, seen: ShardSeen | None,
+                  guesses: Any, op: int) -> bool:
     key = (project, team, shard)
-    if current is None:
-        current = usage_by_shard(db, project, team).get(shard, 0)
+    if seen is None:
+        seen = _shards(db, project, team).get(shard, (0, ()))
+
+    def settle() -> bool:  # the outcome is unknown: did this operation apply? (and the shard as it is now)
+        nonlocal seen
+        seen = _seen(db.execute(GET_SHARD_SERIAL, (project, team, shard)).one())
+        return op in (seen[1] or ())
+
     for _ in range(50):
-        if delta > 0:
-            row = db.execute(TAKE_UNIT, (current + 1, project, team, shard, current, cap)).one()
+        current, ops = seen
+        written = [*(ops or ())][-(RECENT_OPS - 1):] + [op]
+        condition = list(ops) if ops is not None else None  # None only in the condition: `recent_ops = null`
+        statement, params = (TAKE_UNIT, (current + 1, written, project, team, shard, current, cap, condition)) \
+            if delta > 0 else (GIVE_UNIT, (current - 1, written, project, team, shard, current, condition))
+        try:
+            row = db.execute(statement, params).one()
+        except Exception as exc:
+            if not outcome_unknown(exc):
+                raise
+            if settle():  # applied: `seen` is the shard now
+                guesses.set(key, seen)
+                return True
         else:
-            row = db.execute(GIVE_UNIT, (current - 1, project, team, shard, current)).one()
-        if row is not None and row[0]:
-            guesses.set(key, current + delta)
-            return True
-        now = row.used if row is not None and row.used is not None else 0
-        stuck = now == current  # refused on the bound itself: full (or empty)
-        current = now
-        if stuck or (delta > 0 and current >= cap) or (delta < 0 and current <= 0):
+            if row is not None and row[0]:
+                guesses.set(key, (current + delta, tuple(written)))
+                return True
+            seen = _seen(row)  # the refusal's row: the shard now
+        stuck = seen == (current, ops)  # refused on the bound itself: full (or empty)
+        if stuck or (delta > 0 and seen[0] >= cap) or (delta < 0 and seen[0] <= 0):
             break
-    guesses.set(key, current)
+    guesses.set(key, seen)
     return False
+
+
+def _seen(row: Any) -> ShardSeen:
+    if row is None:
+        return (0, ())
+    return (row.used or 0, tuple(row.recent_ops) if row.recent_ops is not None else None)
 
 
 def force_usage(db: Database, project: str, team: str, seen: dict[int, int], used_by_shard: dict[int, int]

@@ -11,7 +11,7 @@ from typing import Any
 from cassandra import ConsistencyLevel
 
 from api.db import Database, reads_at
-from api.tagging import control, effort, figures, items, projects
+from api.tagging import control, effort, figures, items, projects, stamps
 from api.tagging.effort import Event
 
 _NOT_SUMS = {"queued"}  # a figure the owner sets from the queue, not a sum over events
@@ -61,6 +61,7 @@ def _reconcile(db: Database, project_id: str, *, repair: bool, progress: Any) ->
     # Keyword counts live in their own table (control.py); compared like every other figure.
     stored.update({("keyword", k): {"uses": n} for k, n in control.all_keyword_uses(db, project_id).items()})
     logged = effort.events_of_minutes(db, project_id, effort.event_minutes(db, project_id))
+    pending = _pending_notices(db, project_id, seen)
     keys = {e.key for e in logged}
     missing: list[Event] = []
     held_or_finished: dict[str, int] = {team: 0 for team in projects.teams(db, project_id)}
@@ -75,7 +76,8 @@ def _reconcile(db: Database, project_id: str, *, repair: bool, progress: Any) ->
     usage = {team: items.usage_by_shard(db, project_id, team) for team in held_or_finished}
     quota_differences = {team: {"stored": sum(usage[team].values()), "items": n}
                          for team, n in held_or_finished.items() if sum(usage[team].values()) != n}
-    counted = [e for e in logged + missing if e.at_us <= seen.events_checkpoint or e.key in seen.applied]
+    marks = set(seen.counted_pending)
+    counted = [e for e in logged + missing if _counted(e, seen, pending, marks)]
     expected = figures.recompute(counted)
     differences = {}
     for key in sorted(set(expected) | set(stored)):
@@ -93,7 +95,7 @@ def _reconcile(db: Database, project_id: str, *, repair: bool, progress: Any) ->
             items.force_usage(db, project_id, team, usage[team], _spread(found["items"], quotas.get(team)))
             for team, found in quota_differences.items())
     if repair and (missing or differences):
-        for event in missing:
+        for event in missing:  # no notice: the repaired figures count it (marked below)
             db.execute_many(effort.event_writes(db, project_id, event))
         rows = {}
         for key in differences:
@@ -103,4 +105,26 @@ def _reconcile(db: Database, project_id: str, *, repair: bool, progress: Any) ->
             rows[(scope, name)] = {n: want.get(n, 0) for n in (set(want) | set(have)) - _NOT_SUMS}
         rankings = {kind: figures.top(expected, kind) for kind in figures.USE_SCOPES}
         report["repaired"] = control.repair(db, project_id, seen, rows, rankings)
+        if report["repaired"]:  # what the repaired figures count behind the checkpoint: a later notice is a no-op
+            effort.mark_counted(db, project_id, [e.key for e in counted if not e.counted
+                                                 and e.at_us <= seen.events_checkpoint])
     return report
+
+
+def _pending_notices(db: Database, project_id: str, seen: control.Positions) -> set[effort.Key]:
+    """Events named by notices the owner has not handled yet (it counts them, unless marked)."""
+    out: set[effort.Key] = set()
+    after, now = seen.late_checkpoint, stamps.now_us(db)
+    while after < now:
+        notices, after = effort.notices_between(db, project_id, after, now)
+        out.update(n.event for n in notices if n.key not in seen.late_applied)
+    return out
+
+
+def _counted(event: Event, seen: control.Positions, pending: set[effort.Key], marks: set[effort.Key]) -> bool:
+    """Whether the figures count an event: marked counted, or counted by the last commit (its marks may not be
+    written yet), or after the checkpoint and already applied; behind the checkpoint, unless a notice the
+    owner has not handled names it (the owner counts it then; events of before cql/0260 carry no mark)."""
+    if event.counted or event.key in seen.applied or event.key in marks:
+        return True
+    return event.at_us <= seen.events_checkpoint and event.key not in pending

@@ -160,11 +160,16 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
             if not items.change_usage(db, project.project, member.team, +1, quota):
                 return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
             counted = True
-        claimed = _claim_from_queue(db, project, member, slot.slot, lease_id, now, until)
+        claimed = _claim_from_queue(db, project, member, lease_id, now, until)
         if claimed is None:
             return {"item": None, "reason": "the queue is empty: no item is waiting"}
-        counted = named = True  # the item holds the unit, the slot names the item
+        # The item holds the unit and the slot from here, whatever fails next: its lease runs out and the
+        # owner's expiry gives both back (a slot reserved for a lease is freed after a lease length).
+        counted = named = True
         state, ref = claimed
+        effort.log(db, project.project, [Event(now, state.seq, "claimed", member.user, member.team, member.user)],
+                   also=[items.name_slot_write(project.project, member.user, slot.slot, state.seq, lease_id),
+                         queue.mark_taken_write(project.project, queue.TAG, state.queue_pos, member.user)])
         return {"item": item_json(db, project.project, state, ref=ref), "reason": None}
     finally:
         if counted and not named:
@@ -191,7 +196,7 @@ def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> cont
     return found
 
 
-def _claim_from_queue(db: Database, project: Project, member: Member, slot: int, lease_id: int, now: int,
+def _claim_from_queue(db: Database, project: Project, member: Member, lease_id: int, now: int,
                       until: int) -> tuple[State, str | None] | None:
     """Claim one waiting item: read the entries after the head (further windows while every entry read is
     taken), try a few waiting ones at random."""
@@ -217,15 +222,8 @@ def _claim_from_queue(db: Database, project: Project, member: Member, slot: int,
             db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
             if items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id, now,
                            until):
-                state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
-                              until, (), (), (), None, None, None, None, None)
-                db.execute_many([
-                    items.name_slot_write(project.project, member.user, slot, entry.seq, lease_id),
-                    queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user),
-                    *effort.event_writes(db, project.project, Event(now, entry.seq, "claimed", member.user,
-                                                                    member.team, member.user)),
-                ])
-                return state, entry.ref
+                return State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
+                             until, (), (), (), None, None, None, None, None), entry.ref
             _mark_if_dead(db, project.project, entry)
     return None
 
@@ -295,12 +293,9 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
         # A retry of a submit that committed: finish what follows it, answer what was stored.
     tagged_at = state.tagged_us or at
     duration_ms = max(0, (tagged_at - (state.lease_from_us or tagged_at)) // 1000)
-    db.execute_many([
-        *effort.event_writes(db, member.project, Event(tagged_at, seq, "tagged", member.user, state.team,
-                                                       member.user, duration_ms, state.categories,
-                                                       state.subcategories, state.keywords)),
-        *effort.keyword_writes(member.project, state.keywords),
-    ])
+    effort.log(db, member.project, [Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
+                                          duration_ms, state.categories, state.subcategories, state.keywords)],
+               also=effort.keyword_writes(member.project, state.keywords))
     items.free_slot_of_lease(db, member.project, member.user, lease_id)
     return {"item": item_json(db, member.project, state, with_source=False)}
 
@@ -329,10 +324,8 @@ def _returned(db: Database, project: str, state: State, *, give_back_unit: bool 
     idempotent writes only: the unit was given back by the first try, or leaked if that try died before it
     (the quota is then one smaller, never larger, until `reconcile --repair`)."""
     ended = state.lease_until_us or 0
-    db.execute_many([
-        queue.lease_end_write(project, ended, state.seq, state.lease_id),
-        *effort.event_writes(db, project, Event(ended, state.seq, "returned", state.holder, state.team, state.holder)),
-    ])
+    effort.log(db, project, [Event(ended, state.seq, "returned", state.holder, state.team, state.holder)],
+               also=[queue.lease_end_write(project, ended, state.seq, state.lease_id)])
     if state.holder:
         items.free_slot_of_lease(db, project, state.holder, state.lease_id)
     if state.team and give_back_unit:
@@ -340,10 +333,10 @@ def _returned(db: Database, project: str, state: State, *, give_back_unit: bool 
     return {"item": item_json(db, project, state)}
 
 
-def return_expired(db: Database, project: str, seq: int, lease_id: int, now: int) -> bool:
-    """Return an item whose lease ran out to the queue (the owner's pass); False when it was submitted,
-    renewed or returned meanwhile."""
-    if not items.expire(db, project, seq, lease_id, now):
+def return_expired(db: Database, project: str, seq: int, lease_id: int, until: int, now: int) -> bool:
+    """Return an item whose lease (ending at `until`) ran out to the queue (the owner's pass); False when it was
+    submitted, renewed or returned meanwhile."""
+    if not items.expire(db, project, seq, lease_id, until, now):
         return False
     state = items.get(db, project, seq, serial=True)
     if state is not None:
@@ -384,7 +377,7 @@ def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
 def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
     """After an item left the workflow (missing, disabled): its event; the holder's slot and unit if held."""
     event = Event(state.tagged_us or stamps.now_us(db), state.seq, kind, state.holder, state.team, member.user)
-    db.execute_many(effort.event_writes(db, member.project, event))
+    effort.log(db, member.project, [event])
     if held and state.holder:
         items.free_slot_of_lease(db, member.project, state.holder, state.lease_id)
         if state.team:
@@ -404,7 +397,7 @@ def verify(db: Database, member: Member, seq: int, result: str, note: str) -> di
                       else f"item is {state.status}: only Tagged items can be verified")
     event = Event(state.verified_us or at, seq, "verified", state.holder, state.team, member.user,
                   result=state.verification)
-    db.execute_many(effort.event_writes(db, member.project, event))
+    effort.log(db, member.project, [event])
     return {"item": item_json(db, member.project, state)}
 
 

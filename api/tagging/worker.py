@@ -8,7 +8,12 @@ ones, pick items to queue (returned ones first, then New items from the fill cur
 events; (4) commit #1 reserves queue positions (tails) with the version check; (5) write the entries, then
 point the items at them; (6) commit #2 stores heads, cursor, checkpoints and the changed figures. A crash
 between steps is repaired by the next pass: every step is idempotent or re-derived from the item states;
-(7) the keyword counts commit #2 changed go to tagging_keyword_uses (control.py).
+(7) the keyword counts commit #2 changed go to tagging_keyword_uses (control.py), and the events it counted are
+marked counted in the log.
+
+Step (3) first reads the notices of events written late (effort.py) after their own checkpoint, and counts
+each event they name that lies behind the events checkpoint and is not marked counted; then the log after the
+events checkpoint.
 
 Keyword counts are not held in memory: a pass reads the counts of the keywords its events use, and the top-5
 is updated from those changed counts only (counts only grow between two loads, so the new top five are among
@@ -55,6 +60,8 @@ class _Plan:
     events: list[effort.Event]  # effort events not yet in the figures
     tagged: list[int]  # items to append to the review lane
     review_head: int
+    notices: list[effort.Notice]  # notices of late events read (after the late checkpoint, not yet handled)
+    notices_upto: int  # the time up to which notices were read
 
     @property
     def queued(self) -> int:
@@ -87,10 +94,12 @@ class ProjectOwner:
         return self.pos is not None
 
     def _write_counts(self) -> None:
-        """Store the keyword counts of the last commit (at its version). A pass never starts before they are
-        stored: it reads the counts of its keywords from the table."""
+        """Store the keyword counts of the last commit (at its version) and mark the events it counted. A pass
+        never starts before both are stored: it reads the counts of its keywords from the table, and a notice's
+        event is counted only when it is not marked."""
         if self.counts_unwritten and self.pos is not None:
             control.write_keyword_uses(self.db, self.project, self.pos.keywords_pending, self.pos.version)
+            effort.mark_counted(self.db, self.project, self.pos.counted_pending)
         self.counts_unwritten = False
 
     def release(self) -> None:
@@ -134,10 +143,17 @@ class ProjectOwner:
         live = sum(1 for e in waiting if e.taken_by is None)
         to_queue, fill_cursor = self._to_queue(project, returned, max(0, project.queue_size - live),
                                                seen.fill_cursor)
-        events = [e for e in effort.events_between(self.db, self.project, seen.events_checkpoint, now)
-                  if e.key not in seen.applied]
+        # Notices before the log: a notice is written after its event is acknowledged, so an event whose
+        # notice this pass reads is in the log it reads next.
+        notices, notices_upto = effort.notices_between(self.db, self.project, seen.late_checkpoint, now)
+        notices = [n for n in notices if n.key not in seen.late_applied]
+        behind = {n.event for n in notices if n.event[0] <= seen.events_checkpoint} - seen.applied
+        late = [e for e in effort.events_by_key(self.db, self.project, behind) if not e.counted]
+        events = late + [e for e in effort.events_between(self.db, self.project, seen.events_checkpoint, now)
+                         if e.key not in seen.applied]
         return _Plan(now, returned, expired, _first_waiting(waiting, seen.tag_head, seen.tag_tail), live, to_queue,
-                     fill_cursor, events, [e.seq for e in events if e.kind == "tagged"], self._review_head(seen))
+                     fill_cursor, events, [e.seq for e in events if e.kind == "tagged"], self._review_head(seen),
+                     notices, notices_upto)
 
     def _to_queue(self, project: projects.Project, returned: list[int], need: int, fill_cursor: int
                   ) -> tuple[list[int], int]:
@@ -188,11 +204,15 @@ class ProjectOwner:
         for keyword in used:
             self.figures.pop(("keyword", keyword), None)
             changed.pop(("keyword", keyword), None)
+        late_checkpoint = max(seen.late_checkpoint, min(plan.now - SETTLE_US, plan.notices_upto))
+        late_applied = seen.late_applied | {n.key for n in plan.notices}
         new = dataclasses.replace(
             seen, lease_checkpoint=max(seen.lease_checkpoint, plan.now - SETTLE_US), tag_head=plan.tag_head,
             fill_cursor=plan.fill_cursor, events_checkpoint=checkpoint,
             applied={k for k in applied if k[0] > checkpoint}, tag_tail=reserve.tag_tail,
-            review_tail=reserve.review_tail, review_head=plan.review_head, keywords_pending=counts)
+            review_tail=reserve.review_tail, review_head=plan.review_head, keywords_pending=counts,
+            late_checkpoint=late_checkpoint, late_applied={k for k in late_applied if k[0] > late_checkpoint},
+            counted_pending=[e.key for e in plan.events])
         whole = self.figures.setdefault(("project", ""), {})
         if whole.get("queued") != plan.queued:
             whole["queued"] = plan.queued
@@ -230,7 +250,7 @@ class ProjectOwner:
                 continue
             if state.status == items.IN_PROGRESS and state.lease_id == lease_id and \
                     (state.lease_until_us or 0) <= now:
-                if service.return_expired(self.db, self.project, seq, lease_id, now):
+                if service.return_expired(self.db, self.project, seq, lease_id, state.lease_until_us or 0, now):
                     expired += 1
                     out.append(seq)
             elif state.status == items.NEW and state.queue_pos == items.RETURNED:

@@ -105,7 +105,8 @@ def test_a_plain_write_behind_a_transaction_is_lost_and_the_conditional_writes_a
 
     # The old way, for the record: after a transaction (the expiry sets queue_pos = -2 at the coordinator's
     # time), a plain write of queue_pos from this client is silently dropped.
-    assert items.expire(db, made.project, item["seq"], int(item["lease_id"]), stamps.now_us(db))
+    until = items.get(db, made.project, item["seq"]).lease_until_us
+    assert items.expire(db, made.project, item["seq"], int(item["lease_id"]), until, stamps.now_us(db))
     db.execute_raw(f"UPDATE {db.keyspace}.tagging_item_state SET queue_pos = 77 WHERE project = %s AND seq = %s",
                    (made.project, item["seq"]))
     assert items.get(db, made.project, item["seq"], serial=True).queue_pos == items.RETURNED  # lost
