@@ -333,14 +333,15 @@ def _returned(db: Database, project: str, state: State, *, give_back_unit: bool 
     return {"item": item_json(db, project, state)}
 
 
-def return_expired(db: Database, project: str, seq: int, lease_id: int, until: int, now: int) -> bool:
-    """Return an item whose lease (ending at `until`) ran out to the queue (the owner's pass); False when it was
-    submitted, renewed or returned meanwhile."""
-    if not items.expire(db, project, seq, lease_id, until, now):
+def return_expired(db: Database, project: str, seen: State, now: int) -> bool:
+    """Return an item whose lease ran out (`seen`: its state, in progress under that lease) to the queue (the
+    owner's pass); False when it was submitted, renewed or returned meanwhile. The transaction changed only
+    the status and queue position, so what follows is derived from `seen` (no read that a paused replica could
+    make fail after the item was returned, leaving its unit held)."""
+    if seen.lease_id is None or not items.expire(db, project, seen.seq, seen.lease_id, seen.lease_until_us or 0,
+                                                 now):
         return False
-    state = items.get(db, project, seq, serial=True)
-    if state is not None:
-        _returned(db, project, state)
+    _returned(db, project, dataclasses.replace(seen, status=items.NEW, queue_pos=items.RETURNED))
     return True
 
 

@@ -250,7 +250,7 @@ class ProjectOwner:
                 continue
             if state.status == items.IN_PROGRESS and state.lease_id == lease_id and \
                     (state.lease_until_us or 0) <= now:
-                if service.return_expired(self.db, self.project, seq, lease_id, state.lease_until_us or 0, now):
+                if service.return_expired(self.db, self.project, state, now):
                     expired += 1
                     out.append(seq)
             elif state.status == items.NEW and state.queue_pos == items.RETURNED:
