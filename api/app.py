@@ -62,9 +62,11 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
     from api.audit_http import install as install_audit
 
     api.register_blueprint(audit_blp)
+    from api.erasure.http import blp as erasure_blp
     from api.retention.http import blp as retention_blp
 
     api.register_blueprint(retention_blp)
+    api.register_blueprint(erasure_blp)
     install_audit(app)  # every GET of archive content is recorded (api/audit.py)
     _document_server_refusals(api)
     _document_read_consistency(api)

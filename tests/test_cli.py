@@ -20,7 +20,7 @@ from api.cli.common import EXIT_CODES_DOC
 
 ROOT = Path(__file__).resolve().parents[1]
 CHRONICLE = str(Path(sys.executable).with_name("chronicle"))
-GROUPS = ("activity", "migrate", "network", "node", "retention", "sample", "slack", "tagging")
+GROUPS = ("activity", "erase", "migrate", "network", "node", "retention", "sample", "slack", "tagging")
 
 # The files users and the seeds know, and the command each one now is.
 WRAPPERS = {

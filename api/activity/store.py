@@ -184,3 +184,22 @@ def expire_before_writes(archive: str, account: str, years: Iterable[int], befor
                                                                                                      Params]]:
     """Drop the account's stored days before `before` in these local years (where its expired days were)."""
     return [(DELETE_BEFORE, (archive, account, year, before)) for year in sorted(set(years)) if year <= before.year]
+
+
+ERASE_ACCOUNT_YEAR = Statement("DELETE FROM activity_days WHERE archive = ? AND account = ? AND year = ?",
+                               name="DELETE activity_days (account year)")
+
+
+def erase_account_writes(archive: str, account: str, years: Iterable[int]) -> list[tuple[Statement, tuple]]:
+    """An erased person's stored days: each year's partition whole."""
+    return [(ERASE_ACCOUNT_YEAR, (archive, account, year)) for year in sorted(set(years))]
+
+
+_ANY_DAY = Statement("SELECT day FROM activity_days WHERE archive = ? AND account = ? AND year = ? LIMIT 1",
+                     name="SELECT activity_days (any)")
+
+
+def account_years_stored(db: Database, archive: str, account: str, years: Iterable[int]) -> int:
+    """How many of these years still hold a stored day of the account (the erasure proof)."""
+    futures = [db.execute_async(_ANY_DAY, (archive, account, year)) for year in years]
+    return sum(1 for future in futures if list(future.result()))

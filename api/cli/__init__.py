@@ -15,6 +15,7 @@ import click
 
 from api.cli.activity import activity
 from api.cli.common import CONTEXT, EXIT_CODES_DOC, Runtime
+from api.cli.erase import erase
 from api.cli.migrate import migrate
 from api.cli.network import network
 from api.cli.node import node
@@ -67,7 +68,7 @@ def chronicle(ctx: click.Context) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (node, migrate, sample, slack, network, activity, tagging, retention):
+for command in (node, migrate, sample, slack, network, activity, tagging, retention, erase):
     chronicle.add_command(command)
 register_slack_app(slack)  # the Slack app's commands: manifest, token-key, installations, reencrypt-tokens
 slack.add_command(socket_mode)

@@ -60,6 +60,8 @@ SHARED = {
     "retention_policies": "kept: the policies",
     "legal_holds": "kept: the record of what was held",
     "retention_runs": "expires: TTL 400 days (the runs' reports)",
+    "erasure_requests": "kept: the erasure ledger (it names no person)",
+    "erasure_touched": "kept: which messages an erasure changed (keys, no content)",
 }
 
 _NETWORK_TABLES = (
@@ -74,6 +76,7 @@ NETWORK = dict.fromkeys(_NETWORK_TABLES, "network: no retention run for follower
 
 _TAGGING_TABLES = (
     "tagging_control", "tagging_event_minutes", "tagging_events", "tagging_holds", "tagging_item_state",
+    "tagging_late_events",
     "tagging_items", "tagging_keyword_uses", "tagging_keywords", "tagging_lease_log", "tagging_members",
     "tagging_online", "tagging_project_list", "tagging_projects", "tagging_queue", "tagging_team_usage",
     "tagging_teams", "tagging_tokens")

@@ -289,3 +289,52 @@ def expire_whole_writes(team_id: str, user_id: str, post_hours: Iterable[int], y
     for year in sorted(set(years)):
         writes.extend((statement, (team_id, user_id, year, before_day)) for statement in UNLIST_TOUCHES_BEFORE)
     return writes
+
+
+ERASE_TOUCHES_YEAR = Statement("DELETE FROM slack_user_touches WHERE team_id = ? AND user_id = ? AND year = ?",
+                               name="DELETE slack_user_touches (year)")
+ERASE_HOURS_YEAR = Statement("DELETE FROM slack_user_activity_hours WHERE team_id = ? AND user_id = ? AND year = ?",
+                             name="DELETE slack_user_activity_hours (year)")
+ERASE_OLD_YEAR = Statement("DELETE FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ?",
+                           name="DELETE slack_user_activity (year)")
+ERASE_TOUCHES = (ERASE_TOUCHES_YEAR, ERASE_HOURS_YEAR, ERASE_OLD_YEAR)
+
+
+def erase_person_writes(team_id: str, user_id: str, years: Iterable[int], post_hours: Iterable[int]
+                        ) -> list[tuple[Statement, Params]]:
+    """An erased person's index: their rows of every year (each table's partition whole) and their posts'
+    hours (partition deletes: no row tombstone in a partition anyone reads again)."""
+    writes: list[tuple[Statement, Params]] = [(DELETE_POST_HOUR, (team_id, user_id, hour))
+                                              for hour in sorted(set(post_hours))]
+    writes += [(statement, (team_id, user_id, year)) for year in sorted(set(years)) for statement in ERASE_TOUCHES]
+    return writes
+
+
+def person_years(today_day: int) -> range:
+    """The UTC years an erasure and its proof look through: MAX_YEARS_BACK years up to this one."""
+    this_year = year_of_day(today_day)
+    return range(this_year - MAX_YEARS_BACK + 1, this_year + 1)
+
+
+_ANY_TOUCH = Statement("SELECT year FROM slack_user_touches WHERE team_id = ? AND user_id = ? AND year = ? LIMIT 1",
+                       name="SELECT slack_user_touches (any)")
+_ANY_HOURS = Statement(
+    "SELECT year FROM slack_user_activity_hours WHERE team_id = ? AND user_id = ? AND year = ? LIMIT 1",
+    name="SELECT slack_user_activity_hours (any)")
+_ANY_OLD = Statement("SELECT year FROM slack_user_activity WHERE team_id = ? AND user_id = ? AND year = ? LIMIT 1",
+                     name="SELECT slack_user_activity (any)")
+_ANY_POST = Statement("SELECT ts FROM slack_user_posts WHERE team_id = ? AND user_id = ? AND hour = ? LIMIT 1",
+                      name="SELECT slack_user_posts (any)")
+
+
+def person_rows(db: Database, team_id: str, user_id: str, years: Iterable[int], post_hours: Iterable[int]
+                ) -> dict[str, int]:
+    """Partitions of the person that still hold a row, by table (the erasure proof)."""
+    futures = [(s.table, db.execute_async(s, (team_id, user_id, year)))
+               for year in years for s in (_ANY_TOUCH, _ANY_HOURS, _ANY_OLD)]
+    futures += [(_ANY_POST.table, db.execute_async(_ANY_POST, (team_id, user_id, hour))) for hour in post_hours]
+    out: dict[str, int] = {}
+    for table, future in futures:
+        if list(future.result()):
+            out[table] = out.get(table, 0) + 1
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
-from api.slack.codec import compress_json, decode_json, encode_json
+from api.slack.codec import compress_json, decode_json, decompress_json, encode_json
 from api.slack.timeutil import us_to_ts
 
 TABLES = frozenset({"slack_channels", "slack_channel_names", "slack_channel_index", "slack_channel_members"})
@@ -321,3 +321,31 @@ def _index_entry(db: Database, team_id: str, r: Any, known: dict[str, Any]) -> d
             "visibility": vis or "public", "deleted": True if r.deleted else None,
             "prev_channel_id": r.prev_channel_id, "next_channel_id": r.next_channel_id}
     return {k: v for k, v in item.items() if v is not None}
+
+
+SELECT_NAMING = Statement("SELECT creator, raw, listed FROM slack_channels WHERE team_id = ? AND channel_id = ?",
+                          name="SELECT slack_channels (people)")
+REWRITE_PEOPLE = Statement(
+    "UPDATE slack_channels USING TIMESTAMP :wt SET creator = :creator, raw = :raw, listed = :listed "
+    "WHERE team_id = :team_id AND channel_id = :channel_id", name="REWRITE slack_channels")
+
+
+def people_rows(db: Database, team_id: str) -> dict[str, Any]:
+    """Each channel's creator and the objects Slack sent (raw, as listed), decoded: who they name."""
+    futures = {r.channel_id: db.execute_async(SELECT_NAMING, (team_id, r.channel_id))
+               for r in every_indexed(db, team_id)}
+    out = {}
+    for channel_id, future in futures.items():
+        row = future.result().one()
+        if row is not None:
+            out[channel_id] = (row.creator, decompress_json(row.raw) if row.raw else None,
+                               decode_json(row.listed) if row.listed else None)
+    return out
+
+
+def rewrite_people_write(team_id: str, channel_id: str, at: int, *, creator: str | None, raw: Any, listed: Any
+                         ) -> Write:
+    return (REWRITE_PEOPLE, without_none({
+        "wt": at, "team_id": team_id, "channel_id": channel_id, "creator": creator,
+        "raw": compress_json(raw) if raw is not None else None,
+        "listed": encode_json(listed) if listed is not None else None}))

@@ -1202,3 +1202,98 @@ def expire_day_writes(team_id: str, channel_id: str, parts: Iterable[int], rows:
 
 def unlist_days_write(team_id: str, channel_id: str, first_day: int, last_day: int) -> Write:
     return (UNLIST_DAYS, (team_id, channel_id, first_day, last_day))
+
+
+# -- erasure of a person (api/erasure/slack.py): their messages go, others' stop naming them -------------------
+
+# Slack's own placeholder for a deleted thread head that others replied to (what its exports show).
+TOMBSTONE_USER = "USLACKBOT"
+TOMBSTONE_TEXT = "This message was deleted."
+SELECT_ERASING = Statement(
+    "SELECT ts, user_id, subtype, thread_ts, text, original_text, edited_ts, edit_times, files, files_stored, "
+    "reactions, writetime(reactions) AS reaction_times, content, mentions, parent_user_id, replies "
+    "FROM slack_messages WHERE team_id = ? AND channel_id = ? AND day = ?", name="SELECT slack_messages (erasing)")
+# Every write of an erasure carries its own time, later than any event's: a redelivered event (written at its
+# event time) cannot bring a deleted cell back.
+DELETE_MESSAGE = Statement(
+    "DELETE FROM slack_messages USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
+    name="DELETE slack_messages (one)")
+CLEAR_HEAD = Statement(
+    "DELETE original_text, files, files_stored, files_fetch_failed, files_fetch_error, reactions, content, "
+    "mentions, word_count, edited_ts, edit_times, username, bot_id, raw FROM slack_messages USING TIMESTAMP ? "
+    "WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?", name="CLEAR slack_messages (erased head)")
+TOMBSTONE_HEAD = Statement(
+    f"UPDATE slack_messages USING TIMESTAMP ? SET user_id = '{TOMBSTONE_USER}', text = '{TOMBSTONE_TEXT}', "
+    "subtype = 'tombstone', deleted = true WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
+    name="TOMBSTONE slack_messages")
+REWRITE_MESSAGE = Statement(
+    "UPDATE slack_messages USING TIMESTAMP :wt SET text = :text, original_text = :original_text, content = :content, "
+    "mentions = :mentions, parent_user_id = :parent_user_id WHERE team_id = :team_id AND channel_id = :channel_id "
+    "AND day = :day AND ts = :ts", name="REWRITE slack_messages")
+CLEAR_RAW_CELL = Statement(
+    "DELETE raw FROM slack_messages USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND day = ? AND ts = ?",
+    name="DELETE slack_messages (raw cell)")
+DELETE_RAW = Statement(
+    "DELETE FROM slack_message_raw USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND hour = ? AND ts = ?",
+    name="DELETE slack_message_raw (one)")
+DELETE_THREAD_REPLY = Statement(
+    "DELETE FROM slack_thread_replies USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND thread_ts = ? "
+    "AND ts = ?", name="DELETE slack_thread_replies (one)")
+DELETE_VERSIONS_AT = Statement(
+    "DELETE FROM slack_message_versions USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND ts = ?",
+    name="DELETE slack_message_versions (erased)")
+SELECT_THREAD = Statement(
+    "SELECT ts, user_id FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
+    name="SELECT slack_thread_replies (erasing)")
+
+
+def erasing_rows(db: Database, team_id: str, channel_id: str, day: int) -> list[tuple[int, Any]]:
+    """Every row of a channel-day, with the partition holding it (the day's own or an hour bucket)."""
+    listed = db.execute(SELECT_DAY_STATES, (team_id, channel_id, [day])).one()
+    parts = day_parts(day, listed.split_us, listed.buckets) if listed is not None else [day]
+    futures = [(part, db.execute_async(SELECT_ERASING, (team_id, channel_id, part))) for part in parts]
+    return [(part, row) for part, future in futures for row in future.result()]
+
+
+def route(db: Database, team_id: str, channel_id: str, ts: int) -> int:
+    """The slack_messages partition (day or hour bucket) holding message ts."""
+    return _route(db, team_id, channel_id, ts)
+
+
+def versions(db: Database, team_id: str, channel_id: str, ts: int) -> list[tuple[int, str]]:
+    return [(r.version_ts, r.text) for r in db.execute(SELECT_VERSIONS, (team_id, channel_id, ts)) if r.text]
+
+
+def thread_replies(db: Database, team_id: str, channel_id: str, thread_ts: int) -> list[tuple[int, str | None]]:
+    return [(r.ts, r.user_id) for r in db.execute(SELECT_THREAD, (team_id, channel_id, thread_ts))]
+
+
+def erase_writes(team_id: str, channel_id: str, part: int, row: Any, *, at: int, keep_head: bool) -> list[Write]:
+    """A person's own message gone: its versions, raw event, place in its thread, then the row itself, or, for a
+    thread head others replied to (`keep_head`), Slack's tombstone in its place (the replies stay reachable)."""
+    writes: list[Write] = [(DELETE_VERSIONS_AT, (at, team_id, channel_id, row.ts)),
+                           (DELETE_RAW, (at, team_id, channel_id, row.ts // US_PER_HOUR, row.ts))]
+    key = (team_id, channel_id, part, row.ts)
+    if row.thread_ts is not None and row.thread_ts != row.ts:
+        writes.append((DELETE_THREAD_REPLY, (at, team_id, channel_id, row.thread_ts, row.ts)))
+    if keep_head:
+        writes += [(CLEAR_HEAD, (at, *key)), (TOMBSTONE_HEAD, (at, *key))]
+    else:
+        writes.append((DELETE_MESSAGE, (at, *key)))
+    return writes
+
+
+def rewrite_writes(team_id: str, channel_id: str, part: int, ts: int, *, at: int, text: str | None,
+                   original_text: str | None, content: dict[str, Any] | None, mentions: set[str] | None,
+                   parent_user_id: str | None, version_texts: list[tuple[int, str]], raw: Any | None) -> list[Write]:
+    """Another person's message that named the erased one, rewritten (absent values are left as they are)."""
+    writes: list[Write] = [(REWRITE_MESSAGE, without_none({
+        "wt": at, "team_id": team_id, "channel_id": channel_id, "day": part, "ts": ts, "text": text,
+        "original_text": original_text, "content": encode_json(content) if content else None,
+        "mentions": mentions, "parent_user_id": parent_user_id})),
+        (CLEAR_RAW_CELL, (at, team_id, channel_id, part, ts))]
+    writes += [(INSERT_VERSION, (team_id, channel_id, ts, version_ts, version_text, at))
+               for version_ts, version_text in version_texts]
+    if raw is not None:
+        writes.append((INSERT_RAW, (team_id, channel_id, ts // US_PER_HOUR, ts, compress_json(raw), at)))
+    return writes

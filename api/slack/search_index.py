@@ -231,3 +231,13 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
         else:
             writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
     return writes
+
+
+def empty_term_day_writes(db: Database, team_id: str, term: str, days: Iterable[int]) -> list[Write]:
+    """The listing rows (and partitions) of the days of `term` that no longer hold any posting."""
+    reads = {day: db.execute_async(SELECT_POSTINGS, (team_id, term, day, 2**63 - 1, 0, 1)) for day in days}
+    writes: list[Write] = []
+    for day, future in sorted(reads.items()):
+        if not list(future.result()):
+            writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
+    return writes

@@ -261,3 +261,19 @@ def page(db: Database, team_id: str, *, limit: int, bucket: int = 0, after: str 
         if len(rows) < want:
             bucket, after = bucket + 1, ""
     return out, None
+
+
+# An erased person's profile row goes at the highest write time the table uses (the inverted first-seen
+# times sit just below it): every later arrival of them (a redelivered event, a re-import) writes below it and
+# stays invisible.
+ERASE_USER = Statement("DELETE FROM slack_users USING TIMESTAMP ? WHERE team_id = ? AND bucket = ? AND user_id = ?",
+                       name="DELETE slack_users (erased)")
+
+
+def erase_write(team_id: str, user_id: str) -> Write:
+    return (ERASE_USER, (INVERTED, team_id, bucket_of(user_id), user_id))
+
+
+def get_any(db: Database, team_id: str, user_id: str) -> Any | None:
+    """The row of a user, profile or not (the erasure proof)."""
+    return db.execute(SELECT_USER, (team_id, bucket_of(user_id), user_id)).one()

@@ -224,3 +224,27 @@ def expire_report_writes(team_id: str, report_ids: list[str]) -> list[tuple[Stat
     """A report's chunks (its partition) and its row of the index."""
     return [w for report_id in report_ids for w in ((DELETE_REPORT, (team_id, report_id)),
                                                      (DELETE_INDEX_ROW, (team_id, report_id)))]
+
+
+CLEAR_PREVIOUS = Statement(
+    "DELETE previous_generation, previous_chunks FROM slack_report_index WHERE team_id = ? AND report_id = ?",
+    name="DELETE slack_report_index (previous)", consistency=_QUORUM)
+
+
+def generations(db: Database, team_id: str, report_id: str) -> list[dict[str, Any]]:
+    """Every stored generation of a report the pointer names (current and previous), whole ones only."""
+    pointer = db.execute(SELECT_POINTER, (team_id, report_id)).one()
+    if pointer is None or pointer.generation is None:
+        legacy = _legacy(db, team_id, report_id) if pointer is not None else None
+        return [legacy] if legacy is not None else []
+    found = [_generation(db, team_id, report_id, g, c) for g, c in (
+        (pointer.generation, pointer.chunks), (pointer.previous_generation, pointer.previous_chunks)) if g]
+    return [d for d in found if d is not None]
+
+
+def drop_previous(db: Database, team_id: str, report_id: str) -> None:
+    """Drop the generation before the current one now (an erasure: it names the person), and its pointer."""
+    pointer = db.execute(SELECT_POINTER, (team_id, report_id)).one()
+    if pointer is not None and pointer.previous_generation is not None:
+        db.execute(DELETE_GENERATION, (team_id, report_id, pointer.previous_generation))
+        db.execute(CLEAR_PREVIOUS, (team_id, report_id))

@@ -1,0 +1,147 @@
+"""Erasure requests over HTTP (admin only): start one (it runs in the background of this process and can take
+minutes), follow it in the ledger, or count what it would change. A request cut short by a restart is resumed
+by posting it again (or by `chronicle erase`)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import structlog
+from flask import current_app, request
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields, validate
+
+from api import audit
+from api.auth import require_admin
+from api.db import get_db
+from api.erasure import ledger
+from api.erasure import slack as slack_erasure
+from api.errors import InvalidInput
+from api.slack.codec import ID_PATTERN, is_slack_id
+from api.slack.files import store_from_settings
+from api.slack.schemas import path_parameters
+
+log = structlog.get_logger("chronicle.erasure")
+
+_REQUEST_ID = [{"in": "path", "name": "request_id", "required": True, "description": "an erasure request's id",
+                "schema": {"type": "string", "format": "uuid"}}]
+
+blp = Blueprint("erasure", __name__, url_prefix="/admin/erasures",
+                description="Erasure of a person, its ledger and proof (admin)")
+
+
+@blp.before_request
+def _admins_only() -> None:
+    require_admin(current_app.config["CHRONICLE_SETTINGS"])
+
+
+def _archive(team_id: str) -> str:
+    if not is_slack_id(team_id):
+        raise InvalidInput(f"{team_id!r} is not a Slack workspace id")
+    return slack_erasure.archive_of(team_id)
+
+
+class EraseArgs(Schema):
+    user = fields.String(required=True, validate=validate.Regexp(ID_PATTERN), metadata={
+        "description": "the person's Slack user id"})
+
+
+class RequestSchema(Schema):
+    request_id = fields.UUID(required=True)
+    archive = fields.String(required=True)
+    state = fields.String(required=True, metadata={"description": "running, done, failed or held"})
+    requested_by = fields.String(required=True)
+    requested_at = fields.DateTime(required=True)
+    finished_at = fields.DateTime(allow_none=True)
+    channels = fields.Integer(required=True, metadata={"description": "channels whose messages it changed"})
+    counts = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    held = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    proof = fields.Dict(allow_none=True, metadata={"description": "the proof check: traces per table, clean"})
+
+
+class DryRunSchema(Schema):
+    counts = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    held = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    refused_by_hold = fields.String(allow_none=True, metadata={"description": "archive or user: a hold refuses it"})
+
+
+class RequestsSchema(Schema):
+    requests = fields.List(fields.Nested(RequestSchema), required=True, metadata={"description": "newest first"})
+
+
+def _shown(found: ledger.Request) -> dict[str, Any]:
+    """A request as the schema dumps it (datetimes, not strings)."""
+    return {**found.to_json(), "requested_at": found.requested_at, "finished_at": found.finished_at}
+
+
+def _documented(func):
+    for status, why in ((401, "no bearer token"), (403, "not the admin token")):
+        func = blp.alt_response(status, description=why)(func)
+    return blp.doc(security=[{"bearer": []}])(func)
+
+
+@blp.route("/slack/<team_id>", parameters=path_parameters("team_id"))
+@blp.response(200, RequestsSchema)
+@blp.alt_response(400, description="not a Slack workspace id")
+@_documented
+def listing(team_id: str):
+    """The workspace's erasure requests, newest first (the ledger names no one)."""
+    return {"requests": [_shown(r) for r in ledger.requests(get_db(), _archive(team_id))]}
+
+
+@blp.route("/slack/<team_id>/requests/<request_id>", parameters=[*path_parameters("team_id"), *_REQUEST_ID])
+@blp.response(200, RequestSchema)
+@blp.alt_response(400, description="not a workspace id or a request id")
+@blp.alt_response(404, description="no such request")
+@_documented
+def one(team_id: str, request_id: str):
+    """One erasure request: its state, what it did, what holds kept, its proof."""
+    archive = _archive(team_id)
+    try:
+        parsed = uuid.UUID(request_id)
+    except ValueError:
+        raise InvalidInput(f"{request_id!r} is not a request id") from None
+    return _shown(ledger.get(get_db(), archive, parsed))
+
+
+@blp.route("/slack/<team_id>/dry-run", methods=["POST"], parameters=path_parameters("team_id"))
+@blp.arguments(EraseArgs)
+@blp.response(200, DryRunSchema)
+@blp.alt_response(400, description="not a Slack workspace id")
+@blp.alt_response(422, description="no user, or not a Slack user id")
+@_documented
+def dry_run(args: dict[str, Any], team_id: str):
+    """What erasing the person would change (counts) and what holds would keep; nothing is written."""
+    _archive(team_id)
+    return slack_erasure.dry_run(get_db(), team_id, args["user"])
+
+
+@blp.route("/slack/<team_id>", methods=["POST"], parameters=path_parameters("team_id"))
+@blp.arguments(EraseArgs)
+@blp.response(202, RequestSchema)
+@blp.alt_response(400, description="not a Slack workspace id")
+@blp.alt_response(422, description="no user, or not a Slack user id")
+@_documented
+def start(args: dict[str, Any], team_id: str):
+    """Erase a person (recorded in the audit log): answers at once with the ledger row; the erasure runs in the
+    background and its row says when it is done, with its proof."""
+    archive = _archive(team_id)
+    db = get_db()
+    user = args["user"]
+    audit.record(db, actor="admin", via="rest", action="erase", target=archive, status=202,
+                 remote=request.remote_addr)
+    started = ledger.find(db, archive, user)
+    if started is None or started.state not in (ledger.RUNNING, ledger.FAILED):
+        started = ledger.start(db, archive, user, "admin")
+    files = store_from_settings(db.settings.slack)
+
+    def work() -> None:
+        try:
+            slack_erasure.erase(db, team_id, user, requested_by="admin", files=files)
+        except Exception as exc:  # noqa: BLE001 - recorded as failed in the ledger; resumed by posting again
+            log.error("erasure_failed", archive=archive, error=repr(exc)[:300])
+
+    threading.Thread(target=work, name=f"erasure-{started.request_id}", daemon=True).start()
+    return _shown(started)
