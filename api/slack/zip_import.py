@@ -22,6 +22,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
@@ -384,7 +385,7 @@ def _import_day_file(db: Database | None, archive: _Archive, team: str, folder: 
         if subtype is not None and subtype not in KNOWN_SUBTYPES:
             report.unknown_subtypes[subtype] += 1
         if db is not None:
-            groups.add(ingest.history_rows(db, hm, observed_at=observed_at), hm)
+            groups.add(_with_retries(db, functools.partial(ingest.history_rows, db, hm, observed_at=observed_at)), hm)
             if hm.purpose is not None or hm.topic is not None:
                 ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
                                       topic=hm.topic)
@@ -444,11 +445,12 @@ class _GroupWriter:
                 [(INSERT_DONE, (self.team, self.archive_id, folder, entry, n, now)) for folder, entry, n in files]))
 
 
-def _with_retries(db: Database, write: Callable[[], Any]) -> None:
+def _with_retries(db: Database, write: Callable[[], Any]) -> Any:
+    """Run `write` (or an idempotent read: the routing reads building a group's rows), again after a pause when
+    Cassandra times out or is unreachable; its value."""
     for attempt in range(1, GROUP_ATTEMPTS + 1):
         try:
-            write()
-            return
+            return write()
         except CASSANDRA_UNAVAILABLE as exc:
             if attempt == GROUP_ATTEMPTS:
                 raise

@@ -166,6 +166,38 @@ def test_a_group_that_times_out_is_sent_again_and_the_import_completes(db, clien
         flaky.close()
 
 
+def test_a_routing_read_that_times_out_is_read_again_and_the_import_completes(db, client, export, settings):
+    """Building a group's rows reads where a day's messages go (a hot day's split); a client timeout there (a
+    2M-message import died on one, on a loaded machine) pauses and reads again instead of stopping the import."""
+    from cassandra import OperationTimedOut
+
+    from api.slack import messages
+    from tests.clocks import ManualClock
+
+    class Flaky(Database):
+        def __init__(self) -> None:
+            super().__init__(settings, clock=ManualClock())
+            self.failures = 1
+
+        def execute(self, statement, params=(), **kwargs):
+            if statement is messages.SELECT_DAY_STATE and self.failures > 0:
+                self.failures -= 1
+                raise OperationTimedOut(errors={"127.0.0.1:9042": "Client request timeout"})
+            return super().execute(statement, params, **kwargs)
+
+    clean, flaky_team = _team(), _team()
+    expected = zip_import.import_export(db, str(export.path), team_id=clean).messages
+    flaky = Flaky()
+    try:
+        report = zip_import.import_export(flaky, str(export.path), team_id=flaky_team, group_messages=50)
+        assert flaky.failures == 0 and report.messages == expected > 0
+        for channel_id, c in export.expected.channels.items():
+            if c["kind"] == "public":
+                assert _timeline(client, flaky_team, channel_id) == _timeline(client, clean, channel_id)
+    finally:
+        flaky.close()
+
+
 def test_dry_run_reports_counts_per_channel_and_writes_nothing(db, client, export):
     team = _team()
     report = zip_import.import_export(None, str(export.path), team_id=team, dry_run=True)
