@@ -96,6 +96,7 @@ class Erasure:
         # (a thread's reply list, the index): the later of the two clocks.
         self.at = max(int(db.clock.time() * 1_000_000), int(time.time() * 1_000_000))
         self.own_hours: set[int] = set()  # hours of their posts erased (their posts index partitions)
+        self.channel_holds = False  # a channel hold keeps some of their messages (set by `run`)
 
     # -- where the person is ------------------------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class Erasure:
     def run(self) -> None:
         found = self.find()
         held = policies.held(self.db, self.archive)
+        self.channel_holds = bool(held.channels)
         channel_days = [(c, d) for c in sorted(found.days) for d in sorted(found.days[c])]
         kept = [(c, d) for c, d in channel_days if c in held.channels]
         if kept:
@@ -183,10 +185,23 @@ class Erasure:
         touched.append((day, row.ts, "tombstone" if others_replied else "erased"))
         if row.thread_ts is not None and row.thread_ts != row.ts:
             touched.append((day_of(row.thread_ts), row.thread_ts, f"reply:{row.ts}"))
+        edited = row.edited_ts is not None or bool(row.edit_times)
         texts = [messages.searchable_text(row), row.original_text,
-                 *(text for _v, text in messages.versions(self.db, team, channel_id, row.ts))]
-        postings = [(term, row.ts) for term in search_index.every_term(channel_id, self.user_id, texts)]
-        writes = search_index.expire_posting_writes(self.db, team, channel_id, postings, whole_before=None)
+                 *(text for _v, text in (messages.versions(self.db, team, channel_id, row.ts) if edited else ()))]
+        terms = search_index.every_term(channel_id, self.user_id, texts)
+        # Words are content: a (term, day) partition left empty goes with its listing row (read first). A
+        # channel's or a flag's posting names no content: deleted without a read. Their author term's day holds
+        # only their messages: dropped whole, unless a channel hold keeps some of them.
+        author = search_index.author_term(self.user_id)
+        structural = {search_index.channel_term(channel_id), *search_index.FLAGS}
+        words = sorted(terms - structural - {author})
+        writes = search_index.expire_posting_writes(self.db, team, channel_id, [(t, row.ts) for t in words],
+                                                    whole_before=None)
+        writes += search_index.delete_posting_writes(team, channel_id, [(t, row.ts) for t in structural])
+        if self.channel_holds:
+            writes += search_index.delete_posting_writes(team, channel_id, [(author, row.ts)])
+        else:
+            writes += search_index.drop_term_day_writes(team, author, day)
         if is_head and not others_replied and row.replies:
             writes.append((messages.DELETE_THREAD, (team, channel_id, row.ts)))
         if row.thread_ts is not None and row.thread_ts != row.ts:

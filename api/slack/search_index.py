@@ -241,3 +241,14 @@ def empty_term_day_writes(db: Database, team_id: str, term: str, days: Iterable[
         if not list(future.result()):
             writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
     return writes
+
+
+def delete_posting_writes(team_id: str, channel_id: str, postings: Iterable[tuple[str, int]]) -> list[Write]:
+    """Row deletes of postings (term, ts) of one channel, without reading: for terms that name no content (a
+    channel, a flag), whose day listing may stay (it then leads to a partition with nothing of these)."""
+    return [(DELETE_POSTING, (team_id, term, day_of(ts), ts, channel_id)) for term, ts in sorted(set(postings))]
+
+
+def drop_term_day_writes(team_id: str, term: str, day: int) -> list[Write]:
+    """A (term, day) partition and its listing row, whole (every posting in it is known to go)."""
+    return [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
