@@ -112,11 +112,13 @@ def _decoded(value: bytes) -> Any:
 
 
 def _names(value: Any, person: str) -> bool:
+    """Whether a cell holds the person's id or their name (profile name, display name, email), case-folded."""
+    marks = (person.casefold(), "erin.erased") if person == PERSON else (person.casefold(),)
     if isinstance(value, str):  # search terms are case-folded
-        return person.casefold() in value.casefold()
+        return any(m in value.casefold() for m in marks)
     if isinstance(value, (bytes, bytearray)):
         decoded = _decoded(bytes(value))
-        return person.casefold().encode() in bytes(value).lower() if isinstance(decoded, bytes) else \
+        return any(m.encode() in bytes(value).lower() for m in marks) if isinstance(decoded, bytes) else \
             _names(decoded, person)
     if isinstance(value, dict) or hasattr(value, "items"):
         return any(_names(k, person) or _names(v, person) for k, v in value.items())
