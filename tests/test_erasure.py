@@ -162,6 +162,12 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
     before = _scan(db, team, PERSON)
     assert {"slack_messages", "slack_users", "activity_days", "slack_reports", "slack_channels",
             "slack_user_touches", "slack_message_versions", "slack_search_postings"} <= set(before)
+    # A hold on the person refuses the request and changes nothing.
+    hold = policies.create_hold(db, f"slack:{team}", "user", PERSON, "litigation", by="test", via="test")
+    refused = erasure.erase(mdb, team, PERSON, requested_by="test", files=files)
+    assert refused.state == ledger.HELD and refused.held == {"request (user hold)": 1}
+    assert _scan(db, team, PERSON) == {**before, "legal_holds": 1}  # the hold itself names them
+    policies.release_hold(db, f"slack:{team}", hold.hold_id, by="test", via="test")
 
     done = erasure.erase(mdb, team, PERSON, requested_by="test", files=files)
     assert done.state == ledger.DONE, done
@@ -170,8 +176,10 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
     assert done.counts["reactions_removed"] == 2 and done.counts["messages_rewritten"] >= 3
     clock.advance(2 * settings.activity.delay_seconds)
     dirty.DirtyWorker(mdb, service.rebuild_marks).drain()
-    # The only rows left naming them: none. (The ledger names them by a keyed hash only.)
-    assert _scan(db, team, PERSON) == {}
+    # The only row left naming them: the released hold, kept on purpose as the record of why their data was
+    # kept (api/erasure/rules.py). The ledger names them by a keyed hash only.
+    assert _scan(db, team, PERSON) == {"legal_holds": 1}
+    assert rules.RULES["legal_holds"].startswith("kept")
     assert ledger.find(db, f"slack:{team}", PERSON).request_id == done.request_id
 
     # Everyone else's: Ann's and Bob's messages are there, found by their words; the head they asked in is
@@ -201,17 +209,11 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
     assert again.proof["clean"] and again.counts.get("messages_erased", 0) == 0
 
 
-def test_a_hold_on_the_person_refuses_the_erasure_and_a_channel_hold_keeps_that_channel(db, settings, tmp_path):
+def test_a_channel_hold_keeps_that_channel_and_the_rest_is_erased(db, settings, tmp_path):
     team = f"TERH{uuid.uuid4().hex[:6].upper()}"
     files = LocalStore(tmp_path / "files")
     w = _workspace(db, settings, team, files)
-    archive = f"slack:{team}"
-    hold = policies.create_hold(db, archive, "user", PERSON, "litigation", by="test", via="test")
-    refused = erasure.erase(db, team, PERSON, requested_by="test", files=files)
-    assert refused.state == ledger.HELD and refused.held == {"request (user hold)": 1}
-    assert any(r.user_id == PERSON for _p, r in messages.erasing_rows(db, team, "CERA", MSG_DAY))
-    policies.release_hold(db, archive, hold.hold_id, by="test", via="test")
-    policies.create_hold(db, archive, "channel", "CERB", "audit", by="test", via="test")
+    policies.create_hold(db, f"slack:{team}", "channel", "CERB", "audit", by="test", via="test")
     done = erasure.erase(db, team, PERSON, requested_by="test", files=files)
     assert done.state == ledger.DONE and done.held["channel_days (channel hold)"] == 1
     kept = {r.ts for _p, r in messages.erasing_rows(db, team, "CERB", MSG_DAY) if r.user_id == PERSON}

@@ -703,7 +703,7 @@ def killed_worker_run(db: Database, settings: Settings, logs: Path, *, items_wan
 
 @pytest.mark.slow
 def test_fifty_taggers_expiries_retries_and_a_killed_worker(db: Database, settings: Settings, tmp_path: Path) -> None:
-    killed_worker_run(db, settings, tmp_path / "served", items_wanted=1000, taggers=50, seconds=240)
+    killed_worker_run(db, settings, tmp_path / "served", items_wanted=600, taggers=50, seconds=240)
 
 
 # The node-restart scenario is a benchmark run, not a test (it starts a Cassandra node of its own and stops it
