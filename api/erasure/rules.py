@@ -9,6 +9,8 @@ Rules start with what happens: `erased` (their rows go), `rewritten` (others' ro
 
 from __future__ import annotations
 
+from api.retention.rules import NETWORK_TABLES, TAGGING_TABLES  # the same tables, another rule
+
 SLACK = {
     "slack_messages": "erased: their messages (a thread head others replied to becomes Slack's tombstone); "
                       "rewritten: others' messages lose their reactions and mentions; proof: every row of the "
@@ -66,22 +68,9 @@ SHARED = {
     "erasure_touched": "none: message keys, not the person",
 }
 
-_NETWORK_TABLES = (
-    "posts_by_author", "posts_by_id", "post_months_by_author", "post_like_counts", "post_requests",
-    "likes_by_post", "likes_by_user", "follower_relations_by_account", "follower_buckets", "follower_layouts",
-    "followed_celebrities", "celebrity_accounts", "celebrity_flags", "celebrity_last_posts", "home_cache_state",
-    "home_excluded_authors", "home_likes_rankings", "home_timeline_buckets", "network_accounts",
-    "network_account_counts", "network_activity_counts", "network_activity_log", "network_activity_slots",
-    "ranking_jobs", "ranking_months_by_network", "term_counts", "term_postings", "term_top_posts", "term_top_state",
-    "top100_accounts_by_time", "top100_followers_by_time")
-NETWORK = dict.fromkeys(_NETWORK_TABLES, "network: erasure of a network account is not built yet (docs/retention.md)")
+NETWORK = dict.fromkeys(NETWORK_TABLES, "network: erasure of a network account is not built yet (docs/retention.md)")
 
-_TAGGING_TABLES = (
-    "tagging_control", "tagging_event_minutes", "tagging_events", "tagging_holds", "tagging_item_state",
-    "tagging_items", "tagging_keyword_uses", "tagging_keywords", "tagging_late_events", "tagging_lease_log",
-    "tagging_members", "tagging_online", "tagging_project_list", "tagging_projects", "tagging_queue",
-    "tagging_team_usage", "tagging_teams", "tagging_tokens")
-TAGGING = dict.fromkeys(_TAGGING_TABLES, "tagging: items hold addresses of archived messages (an erased one "
+TAGGING = dict.fromkeys(TAGGING_TABLES, "tagging: items hold addresses of archived messages (an erased one "
                                          "resolves as missing); taggers are the project's own people, not Slack "
                                          "persons")
 

@@ -64,7 +64,7 @@ SHARED = {
     "erasure_touched": "kept: which messages an erasure changed (keys, no content)",
 }
 
-_NETWORK_TABLES = (
+NETWORK_TABLES = (
     "posts_by_author", "posts_by_id", "post_months_by_author", "post_like_counts", "post_requests",
     "likes_by_post", "likes_by_user", "follower_relations_by_account", "follower_buckets", "follower_layouts",
     "followed_celebrities", "celebrity_accounts", "celebrity_flags", "celebrity_last_posts", "home_cache_state",
@@ -72,15 +72,15 @@ _NETWORK_TABLES = (
     "network_account_counts", "network_activity_counts", "network_activity_log", "network_activity_slots",
     "ranking_jobs", "ranking_months_by_network", "term_counts", "term_postings", "term_top_posts", "term_top_state",
     "top100_accounts_by_time", "top100_followers_by_time")
-NETWORK = dict.fromkeys(_NETWORK_TABLES, "network: no retention run for follower networks yet (docs/retention.md)")
+NETWORK = dict.fromkeys(NETWORK_TABLES, "network: no retention run for follower networks yet (docs/retention.md)")
 
-_TAGGING_TABLES = (
+TAGGING_TABLES = (
     "tagging_control", "tagging_event_minutes", "tagging_events", "tagging_holds", "tagging_item_state",
     "tagging_late_events",
     "tagging_items", "tagging_keyword_uses", "tagging_keywords", "tagging_lease_log", "tagging_members",
     "tagging_online", "tagging_project_list", "tagging_projects", "tagging_queue", "tagging_team_usage",
     "tagging_teams", "tagging_tokens")
-TAGGING = dict.fromkeys(_TAGGING_TABLES, "tagging: items point at archived messages by address; a tagging "
+TAGGING = dict.fromkeys(TAGGING_TABLES, "tagging: items point at archived messages by address; a tagging "
                                          "project's own data is kept with the project (docs/retention.md)")
 
 RULES: dict[str, str] = {**SLACK, **SHARED, **NETWORK, **TAGGING}
