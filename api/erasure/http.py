@@ -9,17 +9,17 @@ import uuid
 from typing import Any
 
 import structlog
-from flask import current_app, request
+from flask import request
 from flask_smorest import Blueprint
 from marshmallow import Schema, fields, validate
 
 from api import audit
-from api.auth import require_admin
 from api.db import get_db
 from api.erasure import ledger
 from api.erasure import slack as slack_erasure
 from api.errors import InvalidInput
-from api.slack.codec import ID_PATTERN, is_slack_id
+from api.retention.http import admin_documented, admins_only, slack_archive
+from api.slack.codec import ID_PATTERN
 from api.slack.files import store_from_settings
 from api.slack.schemas import path_parameters
 
@@ -32,15 +32,9 @@ blp = Blueprint("erasure", __name__, url_prefix="/admin/erasures",
                 description="Erasure of a person, its ledger and proof (admin)")
 
 
-@blp.before_request
-def _admins_only() -> None:
-    require_admin(current_app.config["CHRONICLE_SETTINGS"])
-
-
-def _archive(team_id: str) -> str:
-    if not is_slack_id(team_id):
-        raise InvalidInput(f"{team_id!r} is not a Slack workspace id")
-    return slack_erasure.archive_of(team_id)
+admins_only(blp)
+_archive = slack_archive
+_documented = admin_documented(blp)
 
 
 class EraseArgs(Schema):
@@ -74,12 +68,6 @@ class RequestsSchema(Schema):
 def _shown(found: ledger.Request) -> dict[str, Any]:
     """A request as the schema dumps it (datetimes, not strings)."""
     return {**found.to_json(), "requested_at": found.requested_at, "finished_at": found.finished_at}
-
-
-def _documented(func):
-    for status, why in ((401, "no bearer token"), (403, "not the admin token")):
-        func = blp.alt_response(status, description=why)(func)
-    return blp.doc(security=[{"bearer": []}])(func)
 
 
 @blp.route("/slack/<team_id>", parameters=path_parameters("team_id"))

@@ -4,6 +4,7 @@ by `chronicle retention run` (a scheduled job): they can take minutes, which no 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from flask import current_app, request
@@ -27,16 +28,30 @@ blp = Blueprint("retention", __name__, url_prefix="/admin/retention",
                 description="Retention policies, legal holds and retention runs (admin)")
 
 
-@blp.before_request
-def _admins_only() -> None:
-    # Before the arguments are parsed: a request without the admin token is a 401/403, never a 422.
-    require_admin(current_app.config["CHRONICLE_SETTINGS"])
+def admins_only(blueprint: Blueprint) -> None:
+    """Every route of an admin blueprint (retention, erasure) refuses without the admin token, before its
+    arguments are parsed: a request without it is a 401/403, never a 422."""
+    blueprint.before_request(lambda: require_admin(current_app.config["CHRONICLE_SETTINGS"]))
 
 
-def _archive(team_id: str) -> str:
+def admin_documented(blueprint: Blueprint) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator documenting an admin route's bearer scheme and its 401/403 refusals."""
+    def document(func: Callable[..., Any]) -> Callable[..., Any]:
+        for status, why in ((401, "no bearer token"), (403, "not the admin token")):
+            func = blueprint.alt_response(status, description=why)(func)
+        return blueprint.doc(security=[{"bearer": []}])(func)
+    return document
+
+
+def slack_archive(team_id: str) -> str:
+    """The archive name of a Slack workspace id from a path (400 when it is not one)."""
     if not is_slack_id(team_id):
         raise InvalidInput(f"{team_id!r} is not a Slack workspace id")
     return f"slack:{team_id}"
+
+
+admins_only(blp)
+_archive = slack_archive
 
 
 class PolicySchema(Schema):
@@ -95,13 +110,7 @@ class RetentionSchema(Schema):
                        "whole workspace goes, the channels kept forever"})
 
 
-_REFUSALS = ((401, "no bearer token"), (403, "not the admin token"))
-
-
-def _documented(func):
-    for status, why in _REFUSALS:
-        func = blp.alt_response(status, description=why)(func)
-    return blp.doc(security=[{"bearer": []}])(func)
+_documented = admin_documented(blp)
 
 
 @blp.route("/slack/<team_id>", parameters=path_parameters("team_id"))
