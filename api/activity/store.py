@@ -186,17 +186,33 @@ def expire_before_writes(archive: str, account: str, years: Iterable[int], befor
     return [(DELETE_BEFORE, (archive, account, year, before)) for year in sorted(set(years)) if year <= before.year]
 
 
-ERASE_ACCOUNT_YEAR = Statement("DELETE FROM activity_days WHERE archive = ? AND account = ? AND year = ?",
-                               name="DELETE activity_days (account year)")
+# Above every write time: a rebuild of a mark still queued for the erased account (which finds no event) writes
+# an empty day under their key, later than the erasure; this deletion shadows it (as the profile's, users.py).
+ERASE_ACCOUNT_YEAR = Statement(
+    "DELETE FROM activity_days USING TIMESTAMP ? WHERE archive = ? AND account = ? AND year = ?",
+    name="DELETE activity_days (account year)")
+ABOVE_EVERY_WRITE = 2**62
 
 
 def erase_account_writes(archive: str, account: str, years: Iterable[int]) -> list[tuple[Statement, tuple]]:
-    """An erased person's stored days: each year's partition whole."""
-    return [(ERASE_ACCOUNT_YEAR, (archive, account, year)) for year in sorted(set(years))]
+    """An erased person's stored days: each year's partition whole, above every write time (nothing stores a day
+    under their key again)."""
+    return [(ERASE_ACCOUNT_YEAR, (ABOVE_EVERY_WRITE, archive, account, year)) for year in sorted(set(years))]
 
 
 _ANY_DAY = Statement("SELECT day FROM activity_days WHERE archive = ? AND account = ? AND year = ? LIMIT 1",
                      name="SELECT activity_days (any)")
+
+
+_DAYS_OF_YEAR = Statement("SELECT day FROM activity_days WHERE archive = ? AND account = ? AND year = ?",
+                          name="SELECT activity_days (days of a year)")
+
+
+def account_days(db: Database, archive: str, account: str, years: Iterable[int]) -> list[int]:
+    """The local days (days since 1970-01-01) stored for the account in these years (an erasure's search for
+    activity archived before its own day listings)."""
+    futures = [db.execute_async(_DAYS_OF_YEAR, (archive, account, year)) for year in years]
+    return sorted(row.day.days_from_epoch for future in futures for row in future.result())
 
 
 def account_years_stored(db: Database, archive: str, account: str, years: Iterable[int]) -> int:

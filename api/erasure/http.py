@@ -16,8 +16,10 @@ from marshmallow import Schema, fields, validate
 from api import audit
 from api.db import get_db
 from api.erasure import ledger
+from api.erasure import network as network_erasure
 from api.erasure import slack as slack_erasure
 from api.errors import InvalidInput
+from api.network.common import valid_network_name
 from api.retention.http import admin_documented, admins_only, slack_archive
 from api.slack.codec import ID_PATTERN
 from api.slack.files import store_from_settings
@@ -42,6 +44,11 @@ class EraseArgs(Schema):
         "description": "the person's Slack user id"})
 
 
+class EraseAccountArgs(Schema):
+    account_id = fields.Integer(required=True, strict=True, validate=validate.Range(min=0, max=2**63 - 1),
+                                metadata={"description": "the network account's id"})
+
+
 class RequestSchema(Schema):
     request_id = fields.UUID(required=True)
     archive = fields.String(required=True)
@@ -49,7 +56,8 @@ class RequestSchema(Schema):
     requested_by = fields.String(required=True)
     requested_at = fields.DateTime(required=True)
     finished_at = fields.DateTime(allow_none=True)
-    channels = fields.Integer(required=True, metadata={"description": "channels whose messages it changed"})
+    channels = fields.Integer(required=True, metadata={
+        "description": "channels whose messages it changed (Slack); places the ledger lists (network)"})
     counts = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
     held = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
     proof = fields.Dict(allow_none=True, metadata={"description": "the proof check: traces per table, clean"})
@@ -58,7 +66,8 @@ class RequestSchema(Schema):
 class DryRunSchema(Schema):
     counts = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
     held = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
-    refused_by_hold = fields.String(allow_none=True, metadata={"description": "archive or user: a hold refuses it"})
+    refused_by_hold = fields.String(allow_none=True, metadata={
+        "description": "archive, user or account: a hold refuses it"})
 
 
 class RequestsSchema(Schema):
@@ -86,7 +95,10 @@ def listing(team_id: str):
 @_documented
 def one(team_id: str, request_id: str):
     """One erasure request: its state, what it did, what holds kept, its proof."""
-    archive = _archive(team_id)
+    return _one(_archive(team_id), request_id)
+
+
+def _one(archive: str, request_id: str) -> dict[str, Any]:
     try:
         parsed = uuid.UUID(request_id)
     except ValueError:
@@ -120,16 +132,83 @@ def start(args: dict[str, Any], team_id: str):
     user = args["user"]
     audit.record(db, actor="admin", via="rest", action="erase", target=archive, status=202,
                  remote=request.remote_addr)
-    started = ledger.find(db, archive, user)
-    if started is None or started.state not in (ledger.RUNNING, ledger.FAILED):
-        started = ledger.start(db, archive, user, "admin")
     files = store_from_settings(db.settings.slack)
+    return _in_background(archive, user, lambda: slack_erasure.erase(db, team_id, user, requested_by="admin",
+                                                                     files=files))
+
+
+def _in_background(archive: str, person: str, erase: Any) -> dict[str, Any]:
+    """The person's open request (or a new one), answered at once; `erase` runs in a thread of this process."""
+    db = get_db()
+    started = ledger.find(db, archive, person)
+    if started is None or started.state not in (ledger.RUNNING, ledger.FAILED):
+        started = ledger.start(db, archive, person, "admin")
 
     def work() -> None:
         try:
-            slack_erasure.erase(db, team_id, user, requested_by="admin", files=files)
+            erase()
         except Exception as exc:  # noqa: BLE001 - recorded as failed in the ledger; resumed by posting again
             log.error("erasure_failed", archive=archive, error=repr(exc)[:300])
 
     threading.Thread(target=work, name=f"erasure-{started.request_id}", daemon=True).start()
     return _shown(started)
+
+
+# -- follower networks ----------------------------------------------------------------------------------------------
+_NETWORK = [{"in": "path", "name": "network", "required": True, "description": "a follower network's name",
+             "schema": {"type": "string"}}]
+
+
+def _network_archive(network: str) -> str:
+    if not valid_network_name(network):
+        raise InvalidInput(f"{network!r} is not a network name")
+    return network_erasure.archive_of(network)
+
+
+@blp.route("/network/<network>", parameters=_NETWORK)
+@blp.response(200, RequestsSchema)
+@blp.alt_response(400, description="not a network name")
+@_documented
+def network_listing(network: str):
+    """The network's erasure requests, newest first (the ledger names no one)."""
+    return {"requests": [_shown(r) for r in ledger.requests(get_db(), _network_archive(network))]}
+
+
+@blp.route("/network/<network>/requests/<request_id>", parameters=[*_NETWORK, *_REQUEST_ID])
+@blp.response(200, RequestSchema)
+@blp.alt_response(400, description="not a network name or a request id")
+@blp.alt_response(404, description="no such request")
+@_documented
+def network_one(network: str, request_id: str):
+    """One erasure request: its state, what it did, its proof."""
+    return _one(_network_archive(network), request_id)
+
+
+@blp.route("/network/<network>/dry-run", methods=["POST"], parameters=_NETWORK)
+@blp.arguments(EraseAccountArgs)
+@blp.response(200, DryRunSchema)
+@blp.alt_response(400, description="not a network name")
+@blp.alt_response(422, description="no account id, or not one")
+@_documented
+def network_dry_run(args: dict[str, Any], network: str):
+    """What erasing the account would change (counts); nothing is written."""
+    _network_archive(network)
+    return network_erasure.dry_run(get_db(), network, args["account_id"])
+
+
+@blp.route("/network/<network>", methods=["POST"], parameters=_NETWORK)
+@blp.arguments(EraseAccountArgs)
+@blp.response(202, RequestSchema)
+@blp.alt_response(400, description="not a network name")
+@blp.alt_response(422, description="no account id, or not one")
+@_documented
+def network_start(args: dict[str, Any], network: str):
+    """Erase a network account (recorded in the audit log): answers at once with the ledger row; the erasure runs
+    in the background and its row says when it is done, with its proof."""
+    archive = _network_archive(network)
+    db = get_db()
+    account = args["account_id"]
+    audit.record(db, actor="admin", via="rest", action="erase", target=archive, status=202,
+                 remote=request.remote_addr)
+    return _in_background(archive, str(account), lambda: network_erasure.erase(db, network, account,
+                                                                               requested_by="admin"))

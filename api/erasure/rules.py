@@ -1,10 +1,10 @@
-"""What erasing a Slack person does to every table of the schema, and which check of the proof (proof.py) covers
-it (docs/retention.md, "Erasure"). `tests/test_erasure.py` fails when a table of cql/ has no rule here: a new
-table cannot be forgotten.
+"""What erasing a Slack person or a network account does to every table of the schema, and which check of the
+proofs (proof.py, network.py) covers it (docs/retention.md, "Erasure"). `tests/test_erasure.py` fails when a table
+of cql/ has no rule here: a new table cannot be forgotten.
 
 Rules start with what happens: `erased` (their rows go), `rewritten` (others' rows stop naming them), `rebuilt`
 (derived from what remains), `proof:` (how the proof reads it), `none` (holds no person's data, and why),
-`network` / `tagging` (another archive kind: see the rule).
+`tagging` (another archive kind: see the rule).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ SLACK = {
     "slack_user_posts": "erased: their posts' hour partitions; proof: the hours of the ledger's messages",
     "slack_user_activity_hours": "erased: their partitions of every year (rows of before cql/0240); proof: each",
     "slack_user_activity": "erased: their partitions of every year (rows of before cql/0220); proof: each",
-    "activity_days": "erased: their stored days (every year's partition); rebuilt: the days of others their "
+    "activity_days": "erased: their stored days (every year's partition, above every write time; a network "
+                     "account's likewise); rebuilt: the days of others their "
                      "reactions and messages showed in (dirty marks); proof: their partitions",
     "activity_rebuild_progress": "none: units done per rebuild run",
     "slack_reports": "rebuilt: every stored report naming them is generated again; proof: every stored report",
@@ -68,7 +69,56 @@ SHARED = {
     "erasure_touched": "none: message keys, not the person",
 }
 
-NETWORK = dict.fromkeys(NETWORK_TABLES, "network: erasure of a network account is not built yet (docs/retention.md)")
+# Erasing a follower-network account (api/erasure/network.py); the Slack rules above do not touch networks.
+NETWORK = {
+    "network_accounts": "erased: the account's row; proof: the row",
+    "network_account_counts": "erased: its counters (every bucket); rewritten: the counts of those it followed "
+                              "and who followed it (unfollows); proof: its rows",
+    "celebrity_accounts": "erased: its row; proof: the partition's rows",
+    "celebrity_flags": "erased: its row; proof: the row",
+    "celebrity_last_posts": "erased: its row (after its write time); proof: the row",
+    "posts_by_author": "erased: its month partitions; proof: the ledger's months",
+    "post_months_by_author": "erased: its listing; proof: the partition",
+    "posts_by_id": "erased: each post's row; proof: the ledger's posts",
+    "post_like_counts": "erased: its posts' counters; rewritten: the counts of posts it liked (unlikes); proof: "
+                        "the ledger's posts",
+    "post_requests": "none kept: an (author, idempotency key) answer holds a post id and a digest, no content, and "
+                     "expires in a day (TTL); a retry after the erasure finds no account",
+    "likes_by_post": "erased: the likes of its posts; rewritten: its likes out of posts it liked; proof: the "
+                     "ledger's posts and liked posts",
+    "likes_by_user": "erased: its list, and others' likes of its posts; proof: its partition",
+    "follower_relations_by_account": "erased: its partitions; rewritten: the other side of each relation "
+                                     "(unfollows); proof: its partitions and the ledger's relations",
+    "follower_buckets": "erased: its buckets (every layout); rewritten: its rows in those it followed; proof: "
+                        "its buckets and the ledger's relations",
+    "follower_layouts": "erased: its row; proof: the row",
+    "followed_celebrities": "erased: its partition; rewritten: its mark in its followers'; proof: both",
+    "home_timeline_buckets": "erased: its cache, and the copies of its posts in readers' caches (followers, and "
+                             "who unfollowed it within the cache TTL: every hour bucket of the TTL and every "
+                             "build listed); proof: the ledger's readers",
+    "home_cache_builds": "erased: its listing; proof: its partition (others' hold bucket numbers only)",
+    "home_cache_state": "erased: its row; proof: the row",
+    "home_excluded_authors": "erased: its partition, and readers' exclusion of it; proof: the ledger's readers",
+    "home_likes_rankings": "erased: its row, and readers' (post ids of its posts: ranked again on the next read); "
+                           "proof: its row",
+    "term_postings": "erased: every posting of its posts; proof: the ledger's posts and terms",
+    "term_top_posts": "erased: its posts' rows in the current and previous generation; proof: the same rows",
+    "term_counts": "none: how many posts a term had (no account)",
+    "term_top_state": "none: a term's top-list generation (no account)",
+    "network_activity_slots": "erased: its slot partitions of every day it had events; rewritten: the other side "
+                              "of each event names the former account (id 0); proof: its days and the ledger's "
+                              "other accounts' days",
+    "network_activity_counts": "erased: its day partitions (others' counts name no account); proof: with the slots",
+    "network_activity_log": "erased: its day partitions (events before cql/0140); rewritten: the other sides; "
+                            "proof: with the slots",
+    "network_activity_days": "erased: its listing; proof: its partition",
+    "top100_accounts_by_time": "rewritten: every Q2 snapshot naming it shows the former account (id 0, no "
+                               "username) in its place; proof: every snapshot",
+    "top100_followers_by_time": "rewritten: every Q3 snapshot naming it, likewise; proof: every snapshot",
+    "ranking_months_by_network": "none: months holding snapshots",
+    "ranking_jobs": "none: a job's state and snapshot id",
+}
+assert set(NETWORK) == set(NETWORK_TABLES), sorted(set(NETWORK) ^ set(NETWORK_TABLES))
 
 TAGGING = dict.fromkeys(TAGGING_TABLES, "tagging: items hold addresses of archived messages (an erased one "
                                          "resolves as missing); taggers are the project's own people, not Slack "

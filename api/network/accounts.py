@@ -87,6 +87,9 @@ POST_TIME_SHARDS = 16  # partitions of a network's last post times (account_id %
 _POST_TIMES_PER_READ = 100  # celebrities per read
 _POST_TIMES_KEPT = 100_000  # celebrities whose last post time a process keeps
 SET_THRESHOLD = Statement("UPDATE celebrity_accounts SET threshold = ?, threshold_since = ? WHERE network = ?")
+# Erasure of an account (api/erasure/network.py).
+DELETE_ACCOUNT = Statement("DELETE FROM network_accounts WHERE network = ? AND account_id = ?")
+DELETE_COUNTS = Statement("DELETE FROM network_account_counts WHERE network = ? AND bucket = ? AND account_id = ?")
 
 
 def bucket_of(account_id: int) -> int:
@@ -331,3 +334,27 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+def erase_writes(db: Database, network: str, account_id: int) -> list[tuple[Statement, Params]]:
+    """The account's row, its counts (every bucket they can be in) and its celebrity rows; the last post time is
+    deleted after its write time (a post time may be ahead of this host's clock)."""
+    found = db.execute(GET_POST_TIME_WRITTEN, (network, _shard(account_id), account_id)).one()
+    stamp = max(int(time.time() * 1_000_000), (found.written or 0) + 1 if found is not None else 0)
+    return [(DELETE_ACCOUNT, (network, account_id)),
+            *((DELETE_COUNTS, (network, bucket, account_id))
+              for bucket in (account_id % LEGACY_COUNT_BUCKETS, bucket_of(account_id))),
+            (DELETE_CELEBRITY_FLAG, (network, account_id)), (DELETE_CELEBRITY, (network, account_id)),
+            (DELETE_POST_TIME, (stamp, network, _shard(account_id), account_id))]
+
+
+def account_rows(db: Database, network: str, account_id: int) -> dict[str, int]:
+    """Rows keyed by the account in this module's tables (the erasure proof)."""
+    buckets = [account_id % LEGACY_COUNT_BUCKETS, bucket_of(account_id)]
+    return {"network_accounts": len(list(db.execute(GET_ACCOUNT, (network, account_id)))),
+            "network_account_counts": len(list(db.execute(GET_COUNTS, (network, buckets, account_id)))),
+            "celebrity_flags": len(list(db.execute(IS_CELEBRITY, (network, account_id)))),
+            "celebrity_accounts": sum(1 for r in db.execute(CELEBRITIES, (network,)) if r.account_id == account_id),
+            "celebrity_last_posts": len(list(db.execute(GET_POST_TIMES, (network, [_shard(account_id)],
+                                                                            [account_id]))))}

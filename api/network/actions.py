@@ -184,9 +184,12 @@ def like(db: Database, network: str, post: Post, user_id: int, buckets: dict[str
     return count
 
 
-def unlike(db: Database, network: str, post: Post, user_id: int, buckets: dict[str, int] | None = None) -> int:
+def unlike(db: Database, network: str, post: Post, user_id: int, buckets: dict[str, int] | None = None, *,
+           quiet: bool = False) -> int:
+    """`quiet`: no activity event (an erasure's unlike: the event would name the erased account)."""
     applied = likes.claim_unlike(db, network, post.post_id, user_id)
-    logged, keys = _log_writes(db, network, "unlike", user_id, post.author_id, post.post_id) if applied else ([], [])
+    logged, keys = _log_writes(db, network, "unlike", user_id, post.author_id, post.post_id) \
+        if applied and not quiet else ([], [])
     count = publish_likes(db, network, post, buckets,
                            counted=[likes.count_change(network, post.post_id, -1)] if applied else [],
                            beside=likes.unlike_done_writes(network, post.post_id, user_id) + logged)
@@ -262,15 +265,15 @@ def follow(db: Database, network: str, follower: Account, followee: Account, ns:
     return FollowResult(changed, follower, followee, False)
 
 
-def unfollow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None
-             ) -> FollowResult:
+def unfollow(db: Database, network: str, follower: Account, followee: Account, ns: NetworkSettings | None = None,
+             *, quiet: bool = False) -> FollowResult:
     """`follower` stops following `followee`. A celebrity falling below threshold x (1 - hysteresis) is
     demoted (fanned out again) by a job. The unfollowed author's cached posts stay until they expire; reads
-    skip them from now on."""
+    skip them from now on. `quiet`: no activity event (an erasure's unfollow)."""
     ns = ns or db.settings.network
     a, b = follower.account_id, followee.account_id
     changed = relations.claim_unfollow(db, network, a, b)
-    logged, keys = _log_writes(db, network, "unfollow", a, b) if changed else ([], [])
+    logged, keys = _log_writes(db, network, "unfollow", a, b) if changed and not quiet else ([], [])
     db.execute_together(relations.unfollow_writes(db, network, a, b)
                     + (accounts.count_writes(network, a, b, -1) if changed else [])
                     + [timelines.excluded_write(network, a, b, True),

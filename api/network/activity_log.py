@@ -18,7 +18,8 @@ from cassandra.cluster import ResponseFuture
 
 from api.db import Database, Params, Statement
 
-TABLES = frozenset({"network_activity_log", "network_activity_slots", "network_activity_counts"})
+TABLES = frozenset({"network_activity_log", "network_activity_slots", "network_activity_counts",
+                    "network_activity_days"})
 
 PUT_EVENT = Statement(
     "INSERT INTO network_activity_slots (network, account_id, slot, at, kind, other_id, post_id) "
@@ -36,6 +37,29 @@ SELECT_COUNTS = Statement(
 SELECT_LEGACY_DAY = Statement(
     "SELECT at, kind, other_id, post_id FROM network_activity_log WHERE network = ? AND account_id = ? AND day = ? "
     "AND at >= ? AND at < ?", name="SELECT network_activity_log (before 0140)")
+PUT_DAY = Statement("INSERT INTO network_activity_days (network, account_id, day) VALUES (?, ?, ?)")
+# Erasure of an account (api/erasure/network.py): its days, every row of them, its partitions, and the mirror
+# rows other accounts keep of its events (rewritten to name the former-account id, 0).
+SELECT_DAYS = Statement("SELECT day FROM network_activity_days WHERE network = ? AND account_id = ?")
+SELECT_WHOLE_SLOT = Statement(
+    "SELECT at, kind, other_id, post_id FROM network_activity_slots WHERE network = ? AND account_id = ? "
+    "AND slot = ?", name="SELECT network_activity_slots (whole slot)")
+SELECT_WHOLE_LEGACY_DAY = Statement(
+    "SELECT at, kind, other_id, post_id FROM network_activity_log WHERE network = ? AND account_id = ? AND day = ?",
+    name="SELECT network_activity_log (whole day)")
+DELETE_SLOT = Statement("DELETE FROM network_activity_slots WHERE network = ? AND account_id = ? AND slot = ?")
+DELETE_SLOT_ROW = Statement(
+    "DELETE FROM network_activity_slots WHERE network = ? AND account_id = ? AND slot = ? AND at = ? AND kind = ? "
+    "AND other_id = ? AND post_id = ?", name="DELETE network_activity_slots (one event)")
+DELETE_COUNTS_DAY = Statement("DELETE FROM network_activity_counts WHERE network = ? AND account_id = ? AND day = ?")
+DELETE_LEGACY_DAY = Statement("DELETE FROM network_activity_log WHERE network = ? AND account_id = ? AND day = ?")
+DELETE_LEGACY_ROW = Statement(
+    "DELETE FROM network_activity_log WHERE network = ? AND account_id = ? AND day = ? AND at = ? AND kind = ? "
+    "AND other_id = ? AND post_id = ?", name="DELETE network_activity_log (one event)")
+PUT_LEGACY_ROW = Statement(
+    "INSERT INTO network_activity_log (network, account_id, day, at, kind, other_id, post_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)")
+DELETE_DAYS = Statement("DELETE FROM network_activity_days WHERE network = ? AND account_id = ?")
 
 US = 1_000_000
 US_PER_DAY = 86_400 * US
@@ -48,6 +72,9 @@ PER_POST = frozenset({"like_received", "unlike_received"})
 # Each action and its mirror on the other account: (kind of the actor, kind of the other).
 MIRRORS = {"like": ("like_given", "like_received"), "unlike": ("unlike_given", "unlike_received"),
            "follow": ("follow", "followed_by"), "unfollow": ("unfollow", "unfollowed_by")}
+MIRROR_OF = {**{mine: theirs for mine, theirs in MIRRORS.values()},
+             **{theirs: mine for mine, theirs in MIRRORS.values()}}
+FORMER_ACCOUNT = 0  # the id an erased account's events show on the other side (no account has it)
 
 
 def slot_of(at_us: int) -> int:
@@ -68,7 +95,8 @@ def event_writes(network: str, action: str, actor: int, other: int, at_us: int, 
     return [(PUT_EVENT, (network, actor, slot, at_us, mine, other, post_id)),
             (PUT_EVENT, (network, other, slot, at_us, theirs, actor, post_id)),
             (COUNT_EVENT, (1, network, actor, day, slot, mine, count_key(mine, post_id))),
-            (COUNT_EVENT, (1, network, other, day, slot, theirs, count_key(theirs, post_id)))]
+            (COUNT_EVENT, (1, network, other, day, slot, theirs, count_key(theirs, post_id))),
+            (PUT_DAY, (network, actor, day)), (PUT_DAY, (network, other, day))]
 
 
 def start_counts(db: Database, network: str, account_id: int, start_us: int, end_us: int
@@ -90,3 +118,56 @@ def start_legacy_day(db: Database, network: str, account_id: int, day: int, star
                      ) -> ResponseFuture:
     """The read of one UTC day of network_activity_log (archived before migration 0140)."""
     return db.execute_async(SELECT_LEGACY_DAY, (network, account_id, day, start_us, end_us))
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+Event = tuple[int, int, str, int, int, bool]  # (UTC day, at, kind, other id, post id, in the legacy log)
+
+
+def days_of(db: Database, network: str, account_id: int) -> list[int]:
+    """The UTC days listed as holding the account's events (written since migration 0280)."""
+    return [row.day for row in db.execute(SELECT_DAYS, (network, account_id))]
+
+
+def events_of_days(db: Database, network: str, account_id: int, days: Iterable[int]) -> list[Event]:
+    """Every event row of the account on these UTC days: each slot's partition and the legacy day's, whole."""
+    days = sorted(set(days))
+    slot_reads = [(day, db.execute_async(SELECT_WHOLE_SLOT, (network, account_id, slot)))
+                  for day in days for slot in range(day * SLOTS_PER_DAY, (day + 1) * SLOTS_PER_DAY)]
+    legacy_reads = [(day, db.execute_async(SELECT_WHOLE_LEGACY_DAY, (network, account_id, day))) for day in days]
+    return [(day, row.at, row.kind, row.other_id, row.post_id, legacy)
+            for legacy, reads in ((False, slot_reads), (True, legacy_reads))
+            for day, future in reads for row in future.result()]
+
+
+def mirror_rewrites(network: str, account_id: int, events: Iterable[Event]) -> list[tuple[Statement, Params]]:
+    """The other side of each event stops naming the account: its row is written again naming FORMER_ACCOUNT
+    (the other account's counts do not change), in whichever table (slots or the legacy log) the event is."""
+    writes: list[tuple[Statement, Params]] = []
+    for day, at, kind, other, post_id, legacy in events:
+        theirs = MIRROR_OF.get(kind)
+        if theirs is None or other == FORMER_ACCOUNT:
+            continue
+        if legacy:  # archived before migration 0140: both sides are in the legacy log
+            writes += [(DELETE_LEGACY_ROW, (network, other, day, at, theirs, account_id, post_id)),
+                       (PUT_LEGACY_ROW, (network, other, day, at, theirs, FORMER_ACCOUNT, post_id))]
+        else:
+            slot = slot_of(at)
+            writes += [(DELETE_SLOT_ROW, (network, other, slot, at, theirs, account_id, post_id)),
+                       (PUT_EVENT, (network, other, slot, at, theirs, FORMER_ACCOUNT, post_id))]
+    return writes
+
+
+def erase_account_writes(network: str, account_id: int, days: Iterable[int]) -> list[tuple[Statement, Params]]:
+    """The account's own partitions of these days (slots, counts, legacy log) and its day listing."""
+    writes: list[tuple[Statement, Params]] = []
+    for day in sorted(set(days)):
+        writes += [(DELETE_SLOT, (network, account_id, slot))
+                   for slot in range(day * SLOTS_PER_DAY, (day + 1) * SLOTS_PER_DAY)]
+        writes += [(DELETE_COUNTS_DAY, (network, account_id, day)), (DELETE_LEGACY_DAY, (network, account_id, day))]
+    return [*writes, (DELETE_DAYS, (network, account_id))]
+
+
+def naming(db: Database, network: str, account_id: int, named: int, days: Iterable[int]) -> int:
+    """Rows of `account_id`'s events on these days that name `named` (the proof)."""
+    return sum(1 for event in events_of_days(db, network, account_id, days) if event[3] == named)

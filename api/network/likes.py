@@ -38,6 +38,12 @@ ADD_LIKES = Statement("UPDATE post_like_counts SET likes = likes + ? WHERE netwo
                       idempotent=False)
 GET_LIKES_FRESH = Statement("SELECT likes FROM post_like_counts WHERE network = ? AND post_id = ?",
                             name="SELECT post_like_counts (fresh)", consistency=ConsistencyLevel.LOCAL_QUORUM)
+# Erasure of an account (api/erasure/network.py).
+DROP_LIKES_OF_USER = Statement("DELETE FROM likes_by_user WHERE network = ? AND user_id = ?",
+                               name="DELETE likes_by_user (all of one account)")
+DELETE_COUNT = Statement("DELETE FROM post_like_counts WHERE network = ? AND post_id = ?")
+ALL_LIKES_OF_USER = Statement("SELECT post_id FROM likes_by_user WHERE network = ? AND user_id = ?",
+                              name="SELECT likes_by_user (all)")
 
 
 def like_writes(network: str, post_id: int, user_id: int, liked_at: datetime | None = None
@@ -125,3 +131,31 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+def liked_by(db: Database, network: str, user_id: int) -> list[int]:
+    """Every post the account likes (paged: bounded by what one account liked)."""
+    return [r.post_id for r in db.execute(ALL_LIKES_OF_USER, (network, user_id), fetch_size=5000, timeout=60)]
+
+
+def likers(db: Database, network: str, post_id: int) -> list[int]:
+    return [r.user_id for r in db.execute(LIKERS, (network, post_id), fetch_size=5000, timeout=60)]
+
+
+def erase_post_writes(network: str, post_id: int, post_likers: Iterable[int]) -> list[tuple[Statement, Params]]:
+    """An erased post's likes on both sides and its counter."""
+    return [*((DELETE_LIKE_BY_USER, (network, u, post_id)) for u in post_likers),
+            (DELETE_LIKES_OF_POST, (network, post_id)), (DELETE_COUNT, (network, post_id))]
+
+
+def erase_account_writes(network: str, user_id: int) -> list[tuple[Statement, Params]]:
+    """The account's own likes list (each like's other side is the caller's: unlikes)."""
+    return [(DROP_LIKES_OF_USER, (network, user_id))]
+
+
+def rows_of(db: Database, network: str, *, user_id: int | None = None, post_id: int | None = None) -> int:
+    """Rows left of an account's likes list, or of a post's likes and counter (the erasure proof)."""
+    if user_id is not None:
+        return len(liked_by(db, network, user_id))
+    return len(likers(db, network, post_id)) + len(list(db.execute(GET_LIKES_FRESH, (network, post_id))))

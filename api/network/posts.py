@@ -58,6 +58,13 @@ SET_LIKES_BY_AUTHOR = Statement(  # USING TIMESTAMP: the time the count was read
     "AND posted_at = ? AND post_id = ?")
 SET_LIKES_BY_ID = Statement("UPDATE posts_by_id USING TIMESTAMP ? SET like_count = ? WHERE network = ? AND post_id = ?")
 POST_MONTHS = Statement("SELECT month FROM post_months_by_author WHERE network = ? AND author_id = ?")
+# Erasure of an account (api/erasure/network.py): its partitions whole.
+DROP_AUTHOR_MONTH = Statement("DELETE FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ?",
+                              name="DELETE posts_by_author (month)")
+DROP_AUTHOR_MONTHS = Statement("DELETE FROM post_months_by_author WHERE network = ? AND author_id = ?",
+                               name="DELETE post_months_by_author (all)")
+COUNT_MONTH = Statement("SELECT COUNT(*) AS n FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ?",
+                        name="SELECT posts_by_author (count)")
 POSTS_OF_MONTH = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? LIMIT ?")
@@ -358,3 +365,31 @@ def months_between(start: datetime, end: datetime) -> list[str]:
         months.append(f"{year:04d}-{month:02d}")
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
     return months
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+def all_posts_of(db: Database, network: str, author_id: int) -> tuple[list[str], list[Post]]:
+    """Every month bucket of an author and every post in them (paged: bounded by what one account posted)."""
+    months = author_months(db, network, author_id)
+    futures = [db.execute_async(POSTS_OF_MONTH, (network, author_id, month, 2**31 - 1)) for month in months]
+    return months, [Post.from_row(r, author_id) for f in futures for r in _written(f.result())]
+
+
+def erase_by_id_write(network: str, post_id: int) -> tuple[Statement, Params]:
+    """A post's row by id (its other copies are the owners' of those tables: postings, likes, caches)."""
+    return DELETE_POST_BY_ID, (network, post_id)
+
+
+def erase_author_writes(network: str, author_id: int, months: Iterable[str]) -> list[tuple[Statement, Params]]:
+    """The author's month partitions, then their listing."""
+    return [*((DROP_AUTHOR_MONTH, (network, author_id, month)) for month in months),
+            (DROP_AUTHOR_MONTHS, (network, author_id))]
+
+
+def rows_of_author(db: Database, network: str, author_id: int, months: Iterable[str], post_ids: Iterable[int]
+                   ) -> dict[str, int]:
+    """Rows left of an author's posts (the erasure proof): month listing, month partitions, posts by id."""
+    by_id = [db.execute_async(GET_POST, (network, post_id)) for post_id in post_ids]
+    return {"post_months_by_author": len(author_months(db, network, author_id)),
+            "posts_by_author": sum(db.execute(COUNT_MONTH, (network, author_id, m)).one().n for m in months),
+            "posts_by_id": sum(1 for f in by_id if _is_post(f.result().one()))}

@@ -34,6 +34,15 @@ ACCOUNTS_AT = Statement(
 FOLLOWERS_AT = Statement(
     "SELECT taken_at, followers_json FROM top100_followers_by_time WHERE network = ? AND month = ? "
     "AND taken_at <= ? LIMIT ?")
+# Erasure of an account (api/erasure/network.py): every snapshot, rewritten where it names the account.
+ALL_MONTHS = Statement("SELECT month FROM ranking_months_by_network WHERE network = ?",
+                       name="SELECT ranking_months_by_network (all)")
+ACCOUNTS_OF_MONTH = Statement(
+    "SELECT taken_at, accounts_json FROM top100_accounts_by_time WHERE network = ? AND month = ?",
+    name="SELECT top100_accounts_by_time (month)")
+FOLLOWERS_OF_MONTH = Statement(
+    "SELECT taken_at, followers_json FROM top100_followers_by_time WHERE network = ? AND month = ?",
+    name="SELECT top100_followers_by_time (month)")
 
 PUT_JOB = Statement(
     "INSERT INTO ranking_jobs (network, job_id, status, requested_at, attempts) VALUES (?, ?, 'queued', ?, 0)")
@@ -134,3 +143,39 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+FORMER_ACCOUNT = {"account_id": 0, "username": None}  # an erased account's place in a ranking
+
+
+def _naming(entries: list[dict[str, Any]], account_id: int, username: str | None) -> bool:
+    return any(e.get("account_id") == account_id or (username and e.get("username") == username) for e in entries)
+
+
+def snapshots_naming(db: Database, network: str, account_id: int, username: str | None
+                     ) -> list[tuple[str, str, uuid.UUID, list[dict[str, Any]]]]:
+    """(kind, month, taken_at, entries) of every Q2 / Q3 snapshot that names the account (by id or username):
+    one partition per month, read whole (a snapshot per ranking job)."""
+    found = []
+    for month in [r.month for r in db.execute(ALL_MONTHS, (network,))]:
+        for kind, statement, column in (("accounts", ACCOUNTS_OF_MONTH, "accounts_json"),
+                                        ("followers", FOLLOWERS_OF_MONTH, "followers_json")):
+            for row in db.execute(statement, (network, month), fetch_size=500, timeout=60):
+                entries = json.loads(getattr(row, column))
+                if _naming(entries, account_id, username):
+                    found.append((kind, month, row.taken_at, entries))
+    return found
+
+
+def anonymise_writes(network: str, account_id: int, username: str | None,
+                     snapshots: list[tuple[str, str, uuid.UUID, list[dict[str, Any]]]]) -> list[tuple[Statement, Any]]:
+    """Each snapshot written again with the account's entry as FORMER_ACCOUNT (its place and count kept: the
+    ranking of the others does not move)."""
+    writes = []
+    for kind, month, taken_at, entries in snapshots:
+        rewritten = [({**e, **FORMER_ACCOUNT} if e.get("account_id") == account_id
+                      or (username and e.get("username") == username) else e) for e in entries]
+        statement = PUT_ACCOUNTS_SNAPSHOT if kind == "accounts" else PUT_FOLLOWERS_SNAPSHOT
+        writes.append((statement, (network, month, taken_at, json.dumps(rewritten))))
+    return writes

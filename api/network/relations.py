@@ -114,6 +114,13 @@ LAYOUT = Statement("SELECT buckets, target, since_us FROM follower_layouts WHERE
                    consistency=ConsistencyLevel.LOCAL_QUORUM)
 PUT_LAYOUT = Statement(
     "INSERT INTO follower_layouts (network, account_id, buckets, target, since_us) VALUES (?, ?, ?, ?, ?)")
+# Erasure of an account (api/erasure/network.py): its partitions whole.
+DROP_RELATIONS = Statement(
+    "DELETE FROM follower_relations_by_account WHERE network = ? AND account_id = ? AND rel_type = ?",
+    name="DELETE follower_relations_by_account (one side)")
+DROP_FOLLOWED_CELEBRITIES = Statement("DELETE FROM followed_celebrities WHERE network = ? AND account_id = ?",
+                                      name="DELETE followed_celebrities (all)")
+DROP_LAYOUT = Statement("DELETE FROM follower_layouts WHERE network = ? AND account_id = ?")
 
 _PAGE = 5000  # rows per page when a whole legacy relation partition is read
 SLOT_BITS = 20
@@ -454,3 +461,35 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+def erase_account_writes(db: Database, network: str, account_id: int) -> list[tuple[Statement, Params]]:
+    """The account's own partitions: both relation lists, its follower buckets (every layout it has or is moving
+    to), the celebrities it follows, its layout. The other side of each relation is the caller's (unfollows)."""
+    found = layout(db, network, account_id)
+    writes: list[tuple[Statement, Params]] = [(DROP_BUCKET, (network, account_id, n, bucket))
+                                              for n in set(found.written()) if n for bucket in range(n)]
+    return writes + [(DROP_RELATIONS, (network, account_id, FOLLOWER)),
+                     (DROP_RELATIONS, (network, account_id, FOLLOWS)),
+                     (DROP_FOLLOWED_CELEBRITIES, (network, account_id)), (DROP_LAYOUT, (network, account_id))]
+
+
+def account_rows(db: Database, network: str, account_id: int) -> dict[str, int]:
+    """Rows keyed by the account in this module's tables (the erasure proof)."""
+    found = layout(db, network, account_id)
+    bucketed = sum(rows[0].n for n in set(found.written()) if n
+                   for rows in _paged(db, COUNT_BUCKET_PAGE, network, account_id, n))
+    return {"follower_relations_by_account": sum(
+                db.execute(COUNT_RELATIONS, (network, account_id, t), timeout=30).one().n for t in (FOLLOWER, FOLLOWS)),
+            "follower_buckets": bucketed,
+            "followed_celebrities": len(followed_celebrities(db, network, account_id, fresh=True)),
+            "follower_layouts": int(db.execute(LAYOUT, (network, account_id)).one() is not None)}
+
+
+def rows_naming(db: Database, network: str, account_id: int, named: int) -> int:
+    """Rows of `account_id`'s relations that name `named` (either side, any layout; the erasure proof)."""
+    return (sum(db.execute(HAS_RELATION, (network, account_id, t, named)).one() is not None
+                for t in (FOLLOWER, FOLLOWS))
+            + int(has_follower(db, network, account_id, named))
+            + int(named in followed_celebrities(db, network, account_id, fresh=True)))

@@ -87,6 +87,9 @@ DELETE_TOP = Statement(
 DELETE_TOP_GENERATION = Statement(  # a replaced generation no reader reads any more: one partition tombstone
     "DELETE FROM term_top_posts WHERE network = ? AND term = ? AND generation = ?",
     name="DELETE term_top_posts (generation)")
+GET_TOP_POST = Statement(  # the erasure proof
+    "SELECT post_id FROM term_top_posts WHERE network = ? AND term = ? AND generation = ? AND post_id = ?",
+    name="SELECT term_top_posts (one)")
 TOP_POSTS = Statement(f"SELECT {_POSTING_COLS} FROM term_top_posts WHERE network = ? AND term = ? "
                       "AND generation = ?")
 GET_TOP_STATES = Statement(  # a handful of terms (a post's, a query's): one request, not one per term
@@ -381,3 +384,28 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+def _generations(state: TopState) -> list[int]:
+    return [g for g in (state.generation, state.previous) if g]
+
+
+def erase_post_writes(db: Database, network: str, post: Post, buckets: dict[str, int]
+                      ) -> list[tuple[Statement, Params]]:
+    """An erased post out of the index: its postings and its rows in the current and the previous top list of
+    each of its terms (a previous generation is kept a while for readers that began on it)."""
+    tops = top_states(db, network, buckets)
+    return ([(DELETE_POSTING, (network, t, b, post.posted_at, post.post_id)) for t, b in sorted(buckets.items())]
+            + [(DELETE_TOP, (network, t, g, post.post_id)) for t, s in tops.items() for g in _generations(s)])
+
+
+def post_rows(db: Database, network: str, post: Post, buckets: dict[str, int]) -> dict[str, int]:
+    """Rows left of a post in the index (the erasure proof): its postings, its top-list rows."""
+    tops = top_states(db, network, buckets)
+    postings = [db.execute_async(GET_POSTING, (network, t, b, post.posted_at, post.post_id))
+                for t, b in buckets.items()]
+    top = [db.execute_async(GET_TOP_POST, (network, t, g, post.post_id)) for t, s in tops.items()
+           for g in _generations(s)]
+    return {"term_postings": sum(1 for f in postings if f.result().one() is not None),
+            "term_top_posts": sum(1 for f in top if f.result().one() is not None)}

@@ -27,7 +27,8 @@ from api.network.common import now_to_the_millisecond, to_utc
 from api.network.settings import NetworkSettings
 from api.network.values import Post
 
-TABLES = frozenset({"home_timeline_buckets", "home_cache_state", "home_excluded_authors", "home_likes_rankings"})
+TABLES = frozenset({"home_timeline_buckets", "home_cache_state", "home_excluded_authors", "home_likes_rankings",
+                    "home_cache_builds"})
 FUTURE_SLACK = timedelta(minutes=5)  # how far in the future a post may be dated (see actions.create_post)
 STATE_TTL = 24 * 3600  # a cache is rebuilt at least daily: a read walks at most 25 hour buckets
 
@@ -62,6 +63,20 @@ PUT_RANKING = Statement(
     "VALUES (?, ?, ?, ?, ?)")
 MARK_RANKING_STALE = Statement(
     "UPDATE home_likes_rankings SET stale_since = ? WHERE network = ? AND account_id = ?")
+PUT_BUILD = Statement("INSERT INTO home_cache_builds (network, account_id, bucket) VALUES (?, ?, ?) USING TTL ?")
+# Erasure of an account (api/erasure/network.py): copies of its posts in readers' caches, and its own cache.
+BUILDS = Statement("SELECT bucket FROM home_cache_builds WHERE network = ? AND account_id = ?")
+DELETE_ROW = Statement(
+    "DELETE FROM home_timeline_buckets WHERE network = ? AND account_id = ? AND bucket = ? AND posted_at = ? "
+    "AND post_id = ?")
+DROP_BUCKET = Statement("DELETE FROM home_timeline_buckets WHERE network = ? AND account_id = ? AND bucket = ?",
+                        name="DELETE home_timeline_buckets (partition)")
+DELETE_EXCLUDED = Statement(
+    "DELETE FROM home_excluded_authors WHERE network = ? AND account_id = ? AND author_id = ?")
+DROP_EXCLUDED = Statement("DELETE FROM home_excluded_authors WHERE network = ? AND account_id = ?",
+                          name="DELETE home_excluded_authors (all)")
+DELETE_RANKING = Statement("DELETE FROM home_likes_rankings WHERE network = ? AND account_id = ?")
+DROP_BUILDS = Statement("DELETE FROM home_cache_builds WHERE network = ? AND account_id = ?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +153,7 @@ def write_build(db: Database, ns: NetworkSettings, network: str, account_id: int
     now = now_to_the_millisecond()  # as stored: a build's identity (rankings)
     state = CacheState(now, None if complete or not posts else posts[-1].posted_at, complete)
     _fan(db, ns, (_row(network, account_id, state.build_bucket, p, ns.cache_ttl) for p in posts))
+    db.execute(PUT_BUILD, (network, account_id, state.build_bucket, ns.cache_ttl))
     db.execute(PUT_STATE, (network, account_id, state.built_at, _u(state.cutoff), complete,
                            min(STATE_TTL, max(60, ns.cache_ttl - 300))))
     return state
@@ -230,3 +246,51 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
                  progress: partitions.Progress | None = None) -> dict[str, int]:
     """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
     return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)
+
+
+# -- erasure of an account -----------------------------------------------------------------------------------------
+_CACHE_ROWS = 100_000  # rows of one cache partition read at most (a cache holds cache_cap posts per build)
+
+
+def cache_buckets(db: Database, ns: NetworkSettings, network: str, reader: int, now: datetime) -> list[int]:
+    """Every partition of a reader's cache whose rows may still live: the hour buckets of the cache TTL (fan-out
+    writes go to the hour they are written in) and the builds listed."""
+    newest = hour_bucket(now) + 1
+    hours = range(newest - ns.cache_ttl // 3600 - 2, newest + 1)
+    return [*hours, *(r.bucket for r in db.execute(BUILDS, (network, reader)))]
+
+
+def copies_of(db: Database, network: str, reader: int, author: int, buckets: Iterable[int]
+              ) -> list[tuple[int, datetime, int]]:
+    """(bucket, posted_at, post id) of the author's posts in a reader's cache partitions."""
+    futures = [(b, db.execute_async(READ_BUCKET_KEYS, (network, reader, b, _CACHE_ROWS))) for b in buckets]
+    return [(b, r.posted_at, r.post_id) for b, f in futures for r in f.result() if r.author_id == author]
+
+
+def erase_copies_writes(network: str, reader: int, author: int, copies: Iterable[tuple[int, datetime, int]]
+                        ) -> list[tuple[Statement, Params]]:
+    """A reader's cache without the author: its copies, the exclusion naming it, the likes ranking (its post
+    ids: ranked again on the next read)."""
+    return [*((DELETE_ROW, (network, reader, b, at, post_id)) for b, at, post_id in copies),
+            (DELETE_EXCLUDED, (network, reader, author)), (DELETE_RANKING, (network, reader))]
+
+
+def erase_account_writes(network: str, account_id: int, buckets: Iterable[int]) -> list[tuple[Statement, Params]]:
+    """The account's own cache: every partition, its state, exclusions, ranking and builds listing."""
+    return [*((DROP_BUCKET, (network, account_id, b)) for b in buckets),
+            (DELETE_STATE, (network, account_id)), (DROP_EXCLUDED, (network, account_id)),
+            (DELETE_RANKING, (network, account_id)), (DROP_BUILDS, (network, account_id))]
+
+
+def rows_naming(db: Database, network: str, reader: int, author: int, buckets: Iterable[int]) -> int:
+    """The reader's cached copies of the author's posts and its exclusion of the author (the erasure proof)."""
+    excluded = db.execute(EXCLUDED_AUTHORS, (network, reader))
+    return len(copies_of(db, network, reader, author, buckets)) + sum(1 for r in excluded if r.author_id == author)
+
+
+def account_rows(db: Database, network: str, account_id: int, buckets: Iterable[int]) -> int:
+    """Rows left of the account's own cache (the erasure proof)."""
+    futures = [db.execute_async(READ_BUCKET_KEYS, (network, account_id, b, 1)) for b in buckets]
+    return (sum(len(list(f.result())) for f in futures)
+            + sum(len(list(db.execute(s, (network, account_id)))) for s in (GET_STATE, EXCLUDED_AUTHORS, GET_RANKING,
+                                                                            BUILDS)))

@@ -71,7 +71,7 @@ NETWORK_TABLES = (
     "home_excluded_authors", "home_likes_rankings", "home_timeline_buckets", "network_accounts",
     "network_account_counts", "network_activity_counts", "network_activity_log", "network_activity_slots",
     "ranking_jobs", "ranking_months_by_network", "term_counts", "term_postings", "term_top_posts", "term_top_state",
-    "top100_accounts_by_time", "top100_followers_by_time")
+    "top100_accounts_by_time", "top100_followers_by_time", "network_activity_days", "home_cache_builds")
 NETWORK = dict.fromkeys(NETWORK_TABLES, "network: no retention run for follower networks yet (docs/retention.md)")
 
 TAGGING_TABLES = (

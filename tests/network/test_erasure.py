@@ -1,0 +1,183 @@
+"""Erasure of a follower-network account (issue 32): the small generated network with the person everywhere (their
+posts with a word of their own, in their followers' home caches and in the cache of one who unfollowed them;
+likes both ways; follows both ways; activity days on both sides; a Q2/Q3 snapshot naming them), erased; then an
+independent brute-force scan of every table of the keyspace (every row of the network, every cell, activity
+days through their codec) finds no trace of them, and the rest of the network still answers."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from api.activity import codec, dirty, service
+from api.activity.settings import ActivitySettings, set_activity_settings
+from api.erasure import ledger
+from api.erasure import network as erasure
+from api.network import accounts, relations
+from api.retention import policies
+from tests.helpers import ADMIN_TOKEN, READ_TOKEN
+from tests.network.helpers import ADMIN, run_jobs
+from tests.test_readme import cql_tables
+
+# Columns that hold an account id (post ids are other numbers: a post id equal to the person's id is no trace).
+ACCOUNT_COLUMNS = {"account_id", "author_id", "user_id", "target_id", "follower_id", "other_id", "celebrity_id"}
+
+
+def _names(value: Any, person: int, username: str) -> bool:
+    if isinstance(value, str):
+        return re.search(rf"(?<![\w]){re.escape(username)}(?![\w])", value, re.IGNORECASE) is not None \
+            or re.search(rf'"account_id": {person}\b', value) is not None
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return any(_names(k, person, username) or _names(v, person, username) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_names(v, person, username) for v in value)
+    return False
+
+
+def _scan(db, network: str, person: int, username: str) -> dict[str, int]:
+    """Brute force, test only: every table with a network or archive column, every row of this network, every
+    cell (activity days decoded): an account-id column equal to the person's id, or their username anywhere."""
+    keyspace = db.keyspace
+    found: dict[str, int] = {}
+    for table in sorted(cql_tables()):
+        columns = {r.column_name for r in db.execute_raw(
+            f"SELECT column_name FROM system_schema.columns WHERE keyspace_name = '{keyspace}' "
+            f"AND table_name = '{table}'")}
+        if "network" in columns:
+            rows = db.execute_raw(f"SELECT * FROM {keyspace}.{table} WHERE network = '{network}' ALLOW FILTERING")
+        elif "archive" in columns:
+            rows = db.execute_raw(f"SELECT * FROM {keyspace}.{table} WHERE archive = 'network:{network}' "
+                                  "ALLOW FILTERING")
+        else:
+            continue
+        for row in rows:
+            cells = row._asdict()
+            if table == "activity_days":
+                events = codec.decode(cells["events"], cells["codec"]) if cells.get("events") is not None else []
+                hit = cells["account"] == str(person) or any(e.get("user") == str(person) for e in events)
+            else:
+                hit = any(cells.get(c) == person for c in ACCOUNT_COLUMNS) or _names(
+                    [v for k, v in cells.items() if k not in ACCOUNT_COLUMNS], person, username)
+            if hit:
+                found[table] = found.get(table, 0) + 1
+    return found
+
+
+def test_an_erased_account_leaves_no_trace_in_any_table_and_the_network_still_answers(client, db, fresh_net):
+    set_activity_settings(ActivitySettings(delay_seconds=0.5))
+    try:
+        _erase_everywhere(client, db, fresh_net)
+    finally:
+        set_activity_settings(None)
+
+
+def _erase_everywhere(client, db, fresh_net) -> None:
+    n, ref = fresh_net.name, fresh_net.ref
+    followers_of = {a: {f for f, g in ref.edges if g == a} for a in ref.usernames}
+    person = max(followers_of, key=lambda a: (len(followers_of[a]), -a))  # in the top 100 whatever the ties
+    username = ref.usernames[person]
+    fans = sorted(followers_of[person])
+    reader, leaver = fans[0], fans[1]
+    outsider = next(a for a in sorted(ref.usernames) if a != person and a not in followers_of[person])
+    other_author = next(a for a in sorted(ref.usernames) if a not in (person, reader, leaver, outsider))
+
+    def ok(response, code=200):
+        assert response.status_code == code, response.json
+        return response.json
+
+    # Their posts (a word of their own), read into the reader's and the leaver's caches; the leaver unfollows.
+    own = [ok(client.post(f"/networks/{n}/posts", headers=ADMIN,
+                          json={"author_id": person, "content": f"zqerasedword number {i}"}), 201)["post"]["post_id"]
+           for i in range(3)]
+    for account in (reader, leaver):
+        home = ok(client.get(f"/networks/{n}/accounts/{account}/home", query_string={"limit": 20}))
+        assert {p["post_id"] for p in home["posts"]} >= set(own)
+    ok(client.delete(f"/networks/{n}/accounts/{leaver}/follows/{person}", headers=ADMIN))
+    # Likes both ways, follows both ways (the outsider follows them; they follow the other author).
+    ok(client.put(f"/networks/{n}/posts/{own[0]}/likes/{outsider}", headers=ADMIN))
+    theirs = ok(client.post(f"/networks/{n}/posts", headers=ADMIN,
+                            json={"author_id": other_author, "content": "zqotherword stays"}), 201)["post"]["post_id"]
+    ok(client.put(f"/networks/{n}/posts/{theirs}/likes/{person}", headers=ADMIN))
+    ok(client.put(f"/networks/{n}/accounts/{outsider}/follows/{person}", headers=ADMIN))
+    ok(client.put(f"/networks/{n}/accounts/{person}/follows/{other_author}", headers=ADMIN))
+    job = ok(client.post(f"/networks/{n}/rankings", headers=ADMIN), 202)
+    run_jobs(db)
+    assert ok(client.get(f"/networks/{n}/rankings/jobs/{job['job_id']}"))["status"] == "done"
+    time.sleep(0.6)
+    dirty.DirtyWorker(db, service.rebuild_marks).drain()
+
+    before = _scan(db, n, person, username)
+    assert {"network_accounts", "posts_by_id", "posts_by_author", "term_postings", "likes_by_user", "likes_by_post",
+            "follower_relations_by_account", "home_timeline_buckets", "home_excluded_authors",
+            "network_activity_slots", "network_activity_days", "activity_days",
+            "top100_accounts_by_time"} <= set(before), before
+
+    # A hold on the account refuses the request and changes nothing.
+    hold = policies.create_hold(db, f"network:{n}", "account", str(person), "litigation", by="test", via="test")
+    refused = erasure.erase(db, n, person, requested_by="test")
+    assert refused.state == ledger.HELD and refused.held == {"request (account hold)": 1}
+    assert _scan(db, n, person, username) == before
+    policies.release_hold(db, f"network:{n}", hold.hold_id, by="test", via="test")
+    time.sleep(0.01)  # the next request's time UUID is newer
+
+    counted = erasure.dry_run(db, n, person)["counts"]
+    done = erasure.erase(db, n, person, requested_by="test")
+    assert done.state == ledger.DONE, done
+    assert done.proof["clean"], done.proof
+    assert done.counts == {**counted, "account_erased": 1}
+    # Against the reference of the loaded files (and the requests above), not the code's own reads.
+    loaded_posts = {p for p, post in ref.posts.items() if post["author_id"] == person}
+    assert done.counts["posts_erased"] == len(loaded_posts) + 3
+    assert done.counts["likes_removed"] == sum(1 for p, u in ref.likes if u == person and p not in loaded_posts) + 1
+    assert done.counts["likes_of_posts_removed"] == sum(1 for p, _u in ref.likes if p in loaded_posts) + 1
+    assert done.counts["followers_removed"] == len(followers_of[person]) - 1 + 1  # the leaver out, the outsider in
+    assert done.counts["cached_copies_removed"] >= 6 and done.counts["snapshots_rewritten"] >= 1
+    time.sleep(0.6)
+    dirty.DirtyWorker(db, service.rebuild_marks).drain()
+    run_jobs(db)
+    assert _scan(db, n, person, username) == {}
+
+    # The rest of the network: counts follow, the other author's post keeps its text with no like left, the
+    # reader's home and search answer without them, the snapshot keeps the others' places.
+    assert accounts.get_account(db, n, person) is None
+    assert person not in relations.ids(db, n, other_author, relations.FOLLOWER)
+    assert ok(client.get(f"/networks/{n}/accounts/{other_author}"))["follower_count"] == \
+        len(followers_of[other_author])
+    assert ok(client.get(f"/networks/{n}/posts/{theirs}"))["like_count"] == 0
+    home = ok(client.get(f"/networks/{n}/accounts/{reader}/home", query_string={"limit": 40}))
+    assert all(p["author_id"] != person for p in home["posts"]) and home["posts"]
+    assert ok(client.get(f"/networks/{n}/search", query_string={"q": "zqerasedword"}))["posts"] == []
+    assert [p["post_id"] for p in ok(client.get(f"/networks/{n}/search",
+                                                query_string={"q": "zqotherword"}))["posts"]] == [theirs]
+    ok(client.get(f"/networks/{n}/accounts/{person}"), 404)
+    latest = ok(client.get(f"/networks/{n}/rankings/top-accounts"))
+    assert any(e["account_id"] == 0 and e["username"] is None for e in latest["accounts"])
+
+    # Again: nothing more to do, still clean (idempotent).
+    again = erasure.erase(db, n, person, requested_by="test")
+    assert again.proof["clean"] and again.counts.get("posts_erased", 0) == 0
+
+    # Over REST, as an admin: another account (the leaver), refusals first.
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    base = f"/admin/erasures/network/{n}"
+    for headers, status in (({}, 401), ({"Authorization": f"Bearer {READ_TOKEN}"}, 403)):
+        assert client.get(base, headers=headers).status_code == status
+        assert client.post(base, json={"account_id": leaver}, headers=headers).status_code == status
+    for path, body, status in ((base, {}, 422), (base, {"account_id": "7"}, 422), (base, {"account_id": -1}, 422),
+                               ("/admin/erasures/network/no%20such", {"account_id": leaver}, 400)):
+        answer = client.post(path, json=body, headers=admin)
+        assert answer.status_code == status and (answer.json.get("message") or answer.json.get("errors")), path
+    counted = ok(client.post(f"{base}/dry-run", json={"account_id": leaver}, headers=admin))
+    assert counted["counts"]["follows_removed"] == sum(1 for f, _g in ref.edges if f == leaver) - 1
+    started = ok(client.post(base, json={"account_id": leaver}, headers=admin), 202)
+    path = f"{base}/requests/{started['request_id']}"
+    deadline = time.monotonic() + 60
+    while ok(client.get(path, headers=admin))["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    erased = ok(client.get(path, headers=admin))
+    assert erased["state"] == "done" and erased["proof"]["clean"], erased
+    assert {r["request_id"] for r in ok(client.get(base, headers=admin))["requests"]} >= {
+        str(done.request_id), started["request_id"]}
+    assert str(leaver) not in str(ok(client.get(base, headers=admin)))  # the ledger names no one
+    ok(client.get(f"/networks/{n}/accounts/{leaver}"), 404)
