@@ -216,7 +216,7 @@ def test_policies_are_validated_and_a_channel_overrides_the_workspace(db):
     from api.errors import InvalidInput
 
     for bad in (lambda: policies.set_policy(db, archive, "*", -1, by="t"),
-                lambda: policies.set_policy(db, "network:x", "*", 5, by="t"),
+                lambda: policies.set_policy(db, "network:x", "C1", 5, by="t"),  # a network has no channels
                 lambda: policies.set_policy(db, "mail:x", "*", 5, by="t"),
                 lambda: policies.create_hold(db, archive, "account", "1", "r", by="t", via="cli"),
                 lambda: policies.create_hold(db, archive, "user", "", "r", by="t", via="cli")):
@@ -265,6 +265,33 @@ def test_admins_set_policies_and_place_and_release_holds_over_rest_each_change_a
     assert sorted(e.action for e in logged) == ["hold create", "hold release"]
     assert {(e.actor, e.via) for e in logged} == {("admin", "rest")}
 
+
+
+def test_admins_set_a_network_policy_and_hold_an_account_over_rest(client, db):
+    from tests.helpers import ADMIN_TOKEN, READ_TOKEN
+
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    base = f"/admin/retention/network/net{uuid.uuid4().hex[:6]}"
+    for headers, status in (({}, 401), ({"Authorization": f"Bearer {READ_TOKEN}"}, 403)):
+        assert client.get(base, headers=headers).status_code == status
+        assert client.put(f"{base}/policy", json={"keep_days": 1}, headers=headers).status_code == status
+    assert client.put(f"{base}/policy", json={"keep_days": 30}, headers=admin).json["keep_days"] == 30
+    for path, body, status in ((f"{base}/policy", {"keep_days": -1}, 422), (f"{base}/policy", {}, 422),
+                               ("/admin/retention/network/no%20such/policy", {"keep_days": 5}, 400)):
+        answer = client.put(path, json=body, headers=admin)
+        assert answer.status_code == status and (answer.json.get("message") or answer.json.get("errors")), path
+    made = client.post(f"{base}/holds", json={"scope": "account", "target": "42", "reason": "case 8"},
+                       headers=admin)
+    assert made.status_code == 201 and made.json["active"] is True
+    for body, status in (({"scope": "account", "reason": "no target"}, 400), ({"scope": "channel", "target": "C1",
+                          "reason": "x"}, 422), ({"scope": "account", "target": "U1", "reason": "x"}, 422)):
+        assert client.post(f"{base}/holds", json=body, headers=admin).status_code == status, body
+    shown = client.get(base, headers=admin).json
+    assert [p["keep_days"] for p in shown["policies"]] == [30]
+    assert shown["plan"]["held_accounts"] == ["42"] and shown["plan"]["cutoff"] is not None
+    released = client.post(f"{base}/holds/{made.json['hold_id']}/release", headers=admin)
+    assert released.status_code == 200 and released.json["active"] is False
+    assert client.get(base, headers=admin).json["plan"]["held_accounts"] == []
 
 def test_every_table_of_the_schema_has_a_retention_rule():
     """A table added to cql/ without saying what retention does with it fails here (api/retention/rules.py)."""

@@ -10,16 +10,29 @@ import click
 from api import audit
 from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, say
 from api.errors import InvalidInput, NotFound
+from api.network.common import valid_network_name
+from api.retention import network as network_retention
 from api.retention import policies
 from api.retention import slack as slack_retention
 from api.slack.files import store_from_settings
 
 _CODES = "Exit codes: 0 done, 1 failed (a write), 2 usage error (a bad value), 3 Cassandra unreachable, " \
          "4 not found (a hold)."
-team_option = click.option("--team", required=True, help="Slack workspace id.")
 
 
-def _archive(team: str) -> str:
+def team_option(command):
+    """--team or --network: whose archive (exactly one)."""
+    command = click.option("--network", default=None, help="Follower network name (instead of --team).")(command)
+    return click.option("--team", default=None, help="Slack workspace id.")(command)
+
+
+def _archive(team: str | None, network: str | None = None) -> str:
+    if (team is None) == (network is None):
+        fail("give --team (a Slack workspace) or --network (a follower network)", Exit.USAGE)
+    if network is not None:
+        if not valid_network_name(network):
+            fail(f"--network: {network!r} is not a network name", Exit.USAGE)
+        return network_retention.archive_of(network)
     return f"slack:{team}"
 
 
@@ -34,46 +47,58 @@ def retention() -> None:
 @team_option
 @click.option("--channel", default=None, help="A channel id (its policy overrides the workspace's).")
 @click.option("--keep-days", type=int, required=True, help="Days to keep; 0 keeps forever.")
-def set_policy(team: str, channel: str | None, keep_days: int) -> None:
-    """Set the workspace's policy (or one channel's). Takes effect at the next `retention run`."""
+def set_policy(team: str | None, network: str | None, channel: str | None, keep_days: int) -> None:
+    """Set the workspace's policy (or one channel's), or a network's. Takes effect at the next `retention run`."""
+    archive = _archive(team, network)
     with cassandra_errors(), fail_on(InvalidInput, code=Exit.USAGE):
         db = database()
-        emit(policies.set_policy(db, _archive(team), channel or policies.WHOLE, keep_days, by=audit.cli_actor()))
+        emit(policies.set_policy(db, archive, channel or policies.WHOLE, keep_days, by=audit.cli_actor()))
 
 
 @retention.command("show", context_settings=CONTEXT, epilog=_CODES,
                    short_help="Policies, holds and the last runs of a workspace.")
 @team_option
 @click.option("--runs", type=click.IntRange(0, 100), default=5, show_default=True, help="Newest runs shown.")
-def show(team: str, runs: int) -> None:
+def show(team: str | None, network: str | None, runs: int) -> None:
+    archive = _archive(team, network)
     with cassandra_errors():
         db = database()
-        archive = _archive(team)
+        found = slack_retention.plan(db, team) if team else network_retention.plan(db, network)
         emit({"policies": list(policies.policies(db, archive).values()), "holds": policies.holds(db, archive),
-              "runs": policies.runs(db, archive, runs) if runs else [],
-              "plan": slack_retention.plan(db, team).to_json()})
+              "runs": policies.runs(db, archive, runs) if runs else [], "plan": found.to_json()})
 
 
 @retention.command("run", context_settings=CONTEXT, epilog=_CODES,
                    short_help="Delete what the policies expire (--dry-run: count it).")
 @team_option
-@click.option("--dry-run", is_flag=True, help="Count what would go (channel-days, messages), delete nothing.")
+@click.option("--dry-run", is_flag=True, help="Count what would go (messages; posts, likes), delete nothing.")
 @click.option("--today", default=None, help="The day the policies count back from, YYYY-MM-DD [default: today, "
                                             "UTC].")
 @click.option("--parallel", type=click.IntRange(1, 64), default=slack_retention.PARALLEL, show_default=True,
-              help="Channel-days expired side by side (fewer: gentler on reads served meanwhile).")
+              help="Channel-days (accounts: --network) expired side by side (fewer: gentler on reads).")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
-def run(team: str, dry_run: bool, today: str | None, parallel: int, progress: bool) -> None:
+def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int,
+        progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
-    threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it.
+    threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
+    --network, every post older than the network's policy (postings, top lists, likes, activity, snapshots).
     Resumable: a run stopped anywhere is finished by the next one. Prints the run's report (JSON); it is also
     kept in retention_runs (`retention show`)."""
+    _archive(team, network)
     try:
         day = date.fromisoformat(today) if today else None
     except ValueError:
         fail(f"--today: {today!r} is not a date (YYYY-MM-DD)", Exit.USAGE)
     with cassandra_errors():
         db = database()
+        if network is not None:
+            with progress_bars(progress) as bar:
+                report, found = network_retention.run(db, network, dry_run=dry_run, today=day,
+                                                      progress=bar("accounts", None), parallel=parallel)
+            if found.cutoff is None:
+                say("no policy expires anything in this network")
+            emit({**report.to_json(), "plan": found.to_json()})
+            return
         with progress_bars(progress) as bar:
             advance = bar("channel-days", None)
             report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
@@ -90,30 +115,33 @@ def hold() -> None:
 
 @hold.command("create", context_settings=CONTEXT, epilog=_CODES, short_help="Place a hold.")
 @team_option
-@click.option("--scope", type=click.Choice(["archive", "channel", "user"]), required=True)
-@click.option("--target", default="", help="The channel or user id (none for the archive).")
+@click.option("--scope", type=click.Choice(["archive", "channel", "user", "account"]), required=True,
+              help="archive, channel or user (Slack); archive or account (network).")
+@click.option("--target", default="", help="The channel, user or account id (none for the archive).")
 @click.option("--reason", required=True, help="Why (kept with the hold).")
-def hold_create(team: str, scope: str, target: str, reason: str) -> None:
+def hold_create(team: str | None, network: str | None, scope: str, target: str, reason: str) -> None:
+    archive = _archive(team, network)
     with cassandra_errors(), fail_on(InvalidInput, code=Exit.USAGE):
-        emit(policies.create_hold(database(), _archive(team), scope, target, reason, by=audit.cli_actor(),
-                                  via="cli"))
+        emit(policies.create_hold(database(), archive, scope, target, reason, by=audit.cli_actor(), via="cli"))
 
 
 @hold.command("list", context_settings=CONTEXT, epilog=_CODES, short_help="Holds of a workspace.")
 @team_option
 @click.option("--active", is_flag=True, help="Only holds in force.")
-def hold_list(team: str, active: bool) -> None:
+def hold_list(team: str | None, network: str | None, active: bool) -> None:
+    archive = _archive(team, network)
     with cassandra_errors():
-        emit(policies.holds(database(), _archive(team), active_only=active))
+        emit(policies.holds(database(), archive, active_only=active))
 
 
 @hold.command("release", context_settings=CONTEXT, epilog=_CODES, short_help="Release a hold.")
 @team_option
 @click.option("--id", "hold_id", required=True, help="The hold's id (`hold list`).")
-def hold_release(team: str, hold_id: str) -> None:
+def hold_release(team: str | None, network: str | None, hold_id: str) -> None:
+    archive = _archive(team, network)
     try:
         parsed = uuid.UUID(hold_id)
     except ValueError:
         fail(f"--id: {hold_id!r} is not a hold id", Exit.USAGE)
     with cassandra_errors(), fail_on(NotFound, code=Exit.NOT_FOUND):
-        emit(policies.release_hold(database(), _archive(team), parsed, by=audit.cli_actor(), via="cli"))
+        emit(policies.release_hold(database(), archive, parsed, by=audit.cli_actor(), via="cli"))

@@ -19,8 +19,7 @@ from api.erasure import ledger
 from api.erasure import network as network_erasure
 from api.erasure import slack as slack_erasure
 from api.errors import InvalidInput
-from api.network.common import valid_network_name
-from api.retention.http import admin_documented, admins_only, slack_archive
+from api.retention.http import NETWORK_PATH, admin_documented, admins_only, network_archive, slack_archive
 from api.slack.codec import ID_PATTERN
 from api.slack.files import store_from_settings
 from api.slack.schemas import path_parameters
@@ -155,14 +154,8 @@ def _in_background(archive: str, person: str, erase: Any) -> dict[str, Any]:
 
 
 # -- follower networks ----------------------------------------------------------------------------------------------
-_NETWORK = [{"in": "path", "name": "network", "required": True, "description": "a follower network's name",
-             "schema": {"type": "string"}}]
-
-
-def _network_archive(network: str) -> str:
-    if not valid_network_name(network):
-        raise InvalidInput(f"{network!r} is not a network name")
-    return network_erasure.archive_of(network)
+_NETWORK = NETWORK_PATH
+_network_archive = network_archive
 
 
 @blp.route("/network/<network>", parameters=_NETWORK)

@@ -60,6 +60,7 @@ PUT_LEGACY_ROW = Statement(
     "INSERT INTO network_activity_log (network, account_id, day, at, kind, other_id, post_id) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)")
 DELETE_DAYS = Statement("DELETE FROM network_activity_days WHERE network = ? AND account_id = ?")
+DELETE_DAY = Statement("DELETE FROM network_activity_days WHERE network = ? AND account_id = ? AND day = ?")
 
 US = 1_000_000
 US_PER_DAY = 86_400 * US
@@ -171,3 +172,10 @@ def erase_account_writes(network: str, account_id: int, days: Iterable[int]) -> 
 def naming(db: Database, network: str, account_id: int, named: int, days: Iterable[int]) -> int:
     """Rows of `account_id`'s events on these days that name `named` (the proof)."""
     return sum(1 for event in events_of_days(db, network, account_id, days) if event[3] == named)
+
+
+def expire_days_writes(network: str, account_id: int, days: Iterable[int]) -> list[tuple[Statement, Params]]:
+    """Retention: the account's partitions of these UTC days (slots, counts, legacy log) and their listing rows (the
+    other side of each event is in the other account's partitions of the same day: its own run deletes it)."""
+    writes = erase_account_writes(network, account_id, days)[:-1]
+    return writes + [(DELETE_DAY, (network, account_id, day)) for day in sorted(set(days))]

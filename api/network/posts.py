@@ -65,6 +65,11 @@ DROP_AUTHOR_MONTHS = Statement("DELETE FROM post_months_by_author WHERE network 
                                name="DELETE post_months_by_author (all)")
 COUNT_MONTH = Statement("SELECT COUNT(*) AS n FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ?",
                         name="SELECT posts_by_author (count)")
+# Retention of a network (api/retention/network.py): the posts of a month before a time, and one month's listing.
+POSTS_OF_MONTH_OLDER = Statement(
+    f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
+    "WHERE network = ? AND author_id = ? AND month = ? AND posted_at < ?", name="SELECT posts_by_author (older)")
+DELETE_AUTHOR_MONTH = Statement("DELETE FROM post_months_by_author WHERE network = ? AND author_id = ? AND month = ?")
 POSTS_OF_MONTH = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? LIMIT ?")
@@ -393,3 +398,26 @@ def rows_of_author(db: Database, network: str, author_id: int, months: Iterable[
     return {"post_months_by_author": len(author_months(db, network, author_id)),
             "posts_by_author": sum(db.execute(COUNT_MONTH, (network, author_id, m)).one().n for m in months),
             "posts_by_id": sum(1 for f in by_id if _is_post(f.result().one()))}
+
+
+# -- retention of a network ------------------------------------------------------------------------------------------
+def expiring(db: Database, network: str, author_id: int, before: datetime) -> tuple[list[str], list[Post]]:
+    """An author's posts older than `before`: the month buckets wholly before it, and every expired post (those of
+    the whole months and of the month `before` falls in)."""
+    cut = month_of(before)
+    months = [m for m in author_months(db, network, author_id) if m <= cut]
+    futures = [db.execute_async(POSTS_OF_MONTH if m < cut else POSTS_OF_MONTH_OLDER,
+                                (network, author_id, m, 2**31 - 1) if m < cut else (network, author_id, m, before))
+               for m in months]
+    return [m for m in months if m < cut], [Post.from_row(r, author_id) for f in futures for r in _written(f.result())]
+
+
+def expire_writes(network: str, author_id: int, whole_months: Iterable[str], partial: Iterable[Post]
+                  ) -> list[tuple[Statement, Params]]:
+    """Expired posts out of an author's listing: whole months (partition and listing row), and the expired rows of
+    the month the cutoff falls in (their rows by id are `erase_by_id_write`)."""
+    writes: list[tuple[Statement, Params]] = []
+    for month in whole_months:
+        writes += [(DROP_AUTHOR_MONTH, (network, author_id, month)), (DELETE_AUTHOR_MONTH, (network, author_id, month))]
+    return writes + [(DELETE_POST_BY_AUTHOR, (network, author_id, month_of(p.posted_at), p.posted_at, p.post_id))
+                     for p in partial]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassandra import ConsistencyLevel
-from cassandra.util import max_uuid_from_time, uuid_from_time
+from cassandra.util import max_uuid_from_time, min_uuid_from_time, uuid_from_time
 
 from api import partitions
 from api.db import Database, Statement
@@ -43,6 +43,20 @@ ACCOUNTS_OF_MONTH = Statement(
 FOLLOWERS_OF_MONTH = Statement(
     "SELECT taken_at, followers_json FROM top100_followers_by_time WHERE network = ? AND month = ?",
     name="SELECT top100_followers_by_time (month)")
+# Retention of a network: snapshots before a time (whole months, and a range of the month the cutoff falls in).
+DROP_ACCOUNTS_MONTH = Statement("DELETE FROM top100_accounts_by_time WHERE network = ? AND month = ?",
+                                name="DELETE top100_accounts_by_time (month)")
+DROP_FOLLOWERS_MONTH = Statement("DELETE FROM top100_followers_by_time WHERE network = ? AND month = ?",
+                                 name="DELETE top100_followers_by_time (month)")
+DROP_ACCOUNTS_BEFORE = Statement(
+    "DELETE FROM top100_accounts_by_time WHERE network = ? AND month = ? AND taken_at < ?",
+    name="DELETE top100_accounts_by_time (before)")
+DROP_FOLLOWERS_BEFORE = Statement(
+    "DELETE FROM top100_followers_by_time WHERE network = ? AND month = ? AND taken_at < ?",
+    name="DELETE top100_followers_by_time (before)")
+DELETE_MONTH = Statement("DELETE FROM ranking_months_by_network WHERE network = ? AND month = ?")
+ACCOUNTS_BEFORE = Statement("SELECT taken_at FROM top100_accounts_by_time WHERE network = ? AND month = ? "
+                            "AND taken_at < ?", name="SELECT top100_accounts_by_time (before)")
 
 PUT_JOB = Statement(
     "INSERT INTO ranking_jobs (network, job_id, status, requested_at, attempts) VALUES (?, ?, 'queued', ?, 0)")
@@ -179,3 +193,22 @@ def anonymise_writes(network: str, account_id: int, username: str | None,
         statement = PUT_ACCOUNTS_SNAPSHOT if kind == "accounts" else PUT_FOLLOWERS_SNAPSHOT
         writes.append((statement, (network, month, taken_at, json.dumps(rewritten))))
     return writes
+
+
+def expire_writes(db: Database, network: str, before: datetime) -> tuple[int, list[tuple[Statement, Any]]]:
+    """Snapshots taken before `before`: (snapshots dropped, the writes): months wholly before it go with their
+    listing row, the month it falls in loses a range."""
+    cut = month_of(before)
+    months = [r.month for r in db.execute(ALL_MONTHS, (network,)) if r.month <= cut]
+    dropped, writes = 0, []
+    for month in months:
+        if month < cut:
+            dropped += len(list(db.execute(ACCOUNTS_OF_MONTH, (network, month), fetch_size=500, timeout=60)))
+            writes += [(DROP_ACCOUNTS_MONTH, (network, month)), (DROP_FOLLOWERS_MONTH, (network, month)),
+                       (DELETE_MONTH, (network, month))]
+        else:
+            first_kept = min_uuid_from_time(before.timestamp())  # below every time UUID of that instant
+            dropped += len(list(db.execute(ACCOUNTS_BEFORE, (network, month, first_kept))))
+            writes += [(DROP_ACCOUNTS_BEFORE, (network, month, first_kept)),
+                       (DROP_FOLLOWERS_BEFORE, (network, month, first_kept))]
+    return dropped, writes

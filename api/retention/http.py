@@ -14,6 +14,8 @@ from marshmallow import Schema, ValidationError, fields, validate, validates
 from api.auth import require_admin
 from api.db import get_db
 from api.errors import InvalidInput
+from api.network.common import valid_network_name
+from api.retention import network as network_retention
 from api.retention import policies
 from api.retention import slack as slack_retention
 from api.slack.codec import ID_PATTERN, is_slack_id
@@ -49,6 +51,16 @@ def slack_archive(team_id: str) -> str:
         raise InvalidInput(f"{team_id!r} is not a Slack workspace id")
     return f"slack:{team_id}"
 
+
+def network_archive(network: str) -> str:
+    """The archive name of a follower network from a path (400 when it is not a network name)."""
+    if not valid_network_name(network):
+        raise InvalidInput(f"{network!r} is not a network name")
+    return f"network:{network}"
+
+
+NETWORK_PATH = [{"in": "path", "name": "network", "required": True, "description": "a follower network's name",
+                 "schema": {"type": "string"}}]
 
 admins_only(blp)
 _archive = slack_archive
@@ -87,6 +99,13 @@ class HoldArgs(Schema):
     def _target(self, value: str, **_kwargs: Any) -> None:
         if value and not is_slack_id(value):
             raise ValidationError("a channel or user id")
+
+
+class NetworkHoldArgs(Schema):
+    scope = fields.String(required=True, validate=validate.OneOf(policies.SCOPES["network"]))
+    target = fields.String(load_default="", validate=validate.Regexp(r"^[0-9]{0,19}$"),
+                           metadata={"description": "the account id ('' for the network)"})
+    reason = fields.String(required=True, validate=validate.Length(1, 1000))
 
 
 class RunSchema(Schema):
@@ -164,6 +183,59 @@ def create_hold(args: dict[str, Any], team_id: str):
 def release_hold(team_id: str, hold_id: str):
     """Release a hold (recorded in the audit log); releasing a released hold changes nothing."""
     archive = _archive(team_id)
+    try:
+        parsed = uuid.UUID(hold_id)
+    except ValueError:
+        raise InvalidInput(f"{hold_id!r} is not a hold id") from None
+    return policies.release_hold(get_db(), archive, parsed, by="admin", via="rest", remote=request.remote_addr)
+
+
+# -- follower networks ----------------------------------------------------------------------------------------------
+@blp.route("/network/<network>", parameters=NETWORK_PATH)
+@blp.response(200, RetentionSchema)
+@blp.alt_response(400, description="not a network name")
+@_documented
+def show_network(network: str):
+    """A network's policy, holds (released ones too), newest runs and the next run's plan."""
+    archive = network_archive(network)
+    db = get_db()
+    return {"policies": list(policies.policies(db, archive).values()), "holds": policies.holds(db, archive),
+            "runs": policies.runs(db, archive), "plan": network_retention.plan(db, network).to_json()}
+
+
+@blp.route("/network/<network>/policy", methods=["PUT"], parameters=NETWORK_PATH)
+@blp.arguments(PolicyArgs)
+@blp.response(200, PolicySchema)
+@blp.alt_response(400, description="not a network name")
+@blp.alt_response(422, description="keep_days missing or out of range")
+@_documented
+def put_network_policy(args: dict[str, Any], network: str):
+    """Keep the network's posts `keep_days` days (0: forever); the next `chronicle retention run --network`
+    applies it."""
+    return policies.set_policy(get_db(), network_archive(network), policies.WHOLE, args["keep_days"], by="admin")
+
+
+@blp.route("/network/<network>/holds", methods=["POST"], parameters=NETWORK_PATH)
+@blp.arguments(NetworkHoldArgs)
+@blp.response(201, HoldSchema)
+@blp.alt_response(400, description="not a network name, or a scope without its target (or with one for the "
+                                   "network)")
+@blp.alt_response(422, description="an unknown scope, a target that is no account id, no reason")
+@_documented
+def create_network_hold(args: dict[str, Any], network: str):
+    """Place a legal hold on the network or an account (recorded in the audit log)."""
+    return policies.create_hold(get_db(), network_archive(network), args["scope"], args["target"], args["reason"],
+                                by="admin", via="rest", remote=request.remote_addr)
+
+
+@blp.route("/network/<network>/holds/<hold_id>/release", methods=["POST"], parameters=[*NETWORK_PATH, *_HOLD_ID])
+@blp.response(200, HoldSchema)
+@blp.alt_response(404, description="no such hold")
+@blp.alt_response(400, description="not a network name or a hold id")
+@_documented
+def release_network_hold(network: str, hold_id: str):
+    """Release a hold (recorded in the audit log); releasing a released hold changes nothing."""
+    archive = network_archive(network)
     try:
         parsed = uuid.UUID(hold_id)
     except ValueError:

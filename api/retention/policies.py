@@ -111,13 +111,13 @@ def _now(db: Database) -> datetime:
 
 
 def set_policy(db: Database, archive: str, target: str, keep_days: int, *, by: str) -> Policy:
-    """Keep `archive`'s content (or one channel's: `target` a channel id) `keep_days` days; 0 keeps it forever
+    """Keep `archive`'s content (or one Slack channel's: `target` a channel id) `keep_days` days; 0 keeps it forever
     (a channel's 0 overrides a shorter archive policy). Written whole: setting again replaces it."""
     side = side_of(archive)
     if not 0 <= keep_days <= MAX_KEEP_DAYS:
         raise InvalidInput(f"keep_days must be 0 (forever) .. {MAX_KEEP_DAYS}")
-    if side != "slack":  # refused rather than stored: nothing would apply it (docs/retention.md, "Next")
-        raise InvalidInput("retention of follower networks is not available yet: no run would apply the policy")
+    if side == "network" and target != WHOLE:  # a network's posts have no channels
+        raise InvalidInput("a follower network has one policy, for all its posts")
     at = _now(db)
     db.execute(PUT_POLICY, (archive, target, keep_days, by, at))
     return Policy(target, keep_days, by, at)

@@ -1,9 +1,10 @@
-"""What a Slack workspace's retention run does with every table of the schema (docs/retention.md, "Every
-table"). `tests/test_retention.py` fails when a table of cql/ has no rule here: a new table cannot be forgotten.
+"""What a retention run (a Slack workspace's; a follower network's: NETWORK) does with every table of the schema
+(docs/retention.md, "Every table"). `tests/test_retention.py` fails when a table of cql/ has no rule here: a new
+table cannot be forgotten.
 
 Rules start with what happens: `deleted` (the run removes an expired channel-day's rows there), `rebuilt`
 (derived from what remains), `kept` (and why), `expires` (the table's own TTL), `not content` (holds no message
-content), `network` / `tagging` (another archive kind: no retention run for them yet).
+content), `tagging` (a tagging project's own data). The network rules are the network run's.
 """
 
 from __future__ import annotations
@@ -72,7 +73,43 @@ NETWORK_TABLES = (
     "network_account_counts", "network_activity_counts", "network_activity_log", "network_activity_slots",
     "ranking_jobs", "ranking_months_by_network", "term_counts", "term_postings", "term_top_posts", "term_top_state",
     "top100_accounts_by_time", "top100_followers_by_time", "network_activity_days", "home_cache_builds")
-NETWORK = dict.fromkeys(NETWORK_TABLES, "network: no retention run for follower networks yet (docs/retention.md)")
+# A follower network's run (api/retention/network.py): posts older than the network's policy.
+NETWORK = {
+    "posts_by_author": "deleted: months wholly before the cutoff (partition tombstones), rows of the cutoff's month",
+    "post_months_by_author": "deleted: the listing rows of those months",
+    "posts_by_id": "deleted: each expired post's row (after its copies)",
+    "post_like_counts": "deleted: the counters of expired posts",
+    "likes_by_post": "deleted: the likes of expired posts, partition by partition",
+    "likes_by_user": "deleted: the likers' rows of expired posts",
+    "term_postings": "deleted: every posting of an expired post",
+    "term_top_posts": "deleted: expired posts' rows in the current and previous generation of their terms",
+    "term_counts": "kept: how many posts were ever indexed under a term (the Q6 plan counts deleted ones too)",
+    "term_top_state": "kept: a term's top-list generation",
+    "home_timeline_buckets": "expires: TTL (7 days); readers skip posts that are gone",
+    "home_cache_builds": "expires: TTL (the cache's)",
+    "home_cache_state": "expires: TTL (a day)",
+    "home_excluded_authors": "expires: TTL (7 days); not content",
+    "home_likes_rankings": "expires: TTL (a day); post ids only, gone posts are skipped",
+    "network_activity_slots": "deleted: each account's slot partitions of the UTC days before the cutoff",
+    "network_activity_counts": "deleted: each account's day partitions before the cutoff",
+    "network_activity_log": "deleted: each account's day partitions before the cutoff (before cql/0140)",
+    "network_activity_days": "deleted: the listing rows of those days",
+    "top100_accounts_by_time": "deleted: snapshots taken before the cutoff (months whole, then a range)",
+    "top100_followers_by_time": "deleted: with the Q2 snapshots",
+    "ranking_months_by_network": "deleted: months wholly before the cutoff",
+    "ranking_jobs": "expires: TTL 30 days; not content",
+    "post_requests": "expires: TTL a day; no content",
+    "network_accounts": "kept: accounts, not posts (erasure removes one)",
+    "network_account_counts": "kept: follower counts (relations are state, not dated content)",
+    "follower_relations_by_account": "kept: relations are state, not dated content",
+    "follower_buckets": "kept: relations are state",
+    "follower_layouts": "kept: where the followers are",
+    "followed_celebrities": "kept: relations are state",
+    "celebrity_accounts": "kept: the hybrid set",
+    "celebrity_flags": "kept: the hybrid set",
+    "celebrity_last_posts": "kept: a time, read with the posts (a gone post is skipped)",
+}
+assert set(NETWORK) == set(NETWORK_TABLES), sorted(set(NETWORK) ^ set(NETWORK_TABLES))
 
 TAGGING_TABLES = (
     "tagging_control", "tagging_event_minutes", "tagging_events", "tagging_holds", "tagging_item_state",
