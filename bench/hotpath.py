@@ -8,6 +8,7 @@
                                       [--workers 3] [--threads 8] [--load-procs 2]
                                       [--raw-mode concurrent|rounds] [--raw-rows tuple|named]
                                       [--wait-quiet 120] [--profile [timeline,...]] [--quiet-logs]
+                                      [--ab-audit ROUNDS]
 
 The full measurement (about 20 minutes on a quiet machine; the first run also loads the data, ~1 minute):
 
@@ -635,6 +636,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = {"CHRONICLE_API_TOKENS": tokens, "CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN}
     if not args.quiet_logs:  # the production defaults: INFO request log, an access log
         env.update(CHRONICLE_LOG_LEVEL="INFO", CHRONICLE_ACCESS_LOG=str(logs / "access.log"))
+    if args.ab_audit:
+        result["ab_audit"] = ab_audit(app_settings, args, targets, env, logs)
+        table_ab(result["ab_audit"])
+        return result
     profiled = set(args.profile or ())
     if profiled and not (BIN / "py-spy").exists():
         raise SystemExit("--profile needs py-spy (a dev dependency: .venv/bin/pip install -e '.[dev]')")
@@ -675,6 +680,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["verdict"] = verdict(result)
     table(result)
     return result
+
+
+def ab_audit(app_settings: Settings, args: argparse.Namespace, targets: list[Target], env: dict[str, str],
+             logs: Path) -> dict[str, Any]:
+    """The access audit log's cost (issue 32: <= 5% of the timeline page's worker CPU), A/B in one run: two
+    gunicorns on the same node and keyspace, one with CHRONICLE_AUDIT=off, served side by side; closed-loop phases
+    of the timeline target at the top concurrency alternate between them (off, on, on, off, ...) for
+    `--ab-audit` rounds, so both see the machine's drift alike. Worker CPU per page of each phase; the verdict
+    compares the medians."""
+    timeline = next(t for t in targets if t.name == "timeline")
+    top = max(args.concurrency)
+    requests_file = write_requests(timeline, logs / "requests-timeline.jsonl")
+    samples: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    with contextlib.ExitStack() as stack:
+        servers = {name: stack.enter_context(served(app_settings, logs / f"audit-{name}", workers=args.workers,
+                                                    threads=args.threads, app_log="app.log",
+                                                    env={**env, "CHRONICLE_AUDIT": name}))
+                   for name in ("off", "on")}
+        pids = {name: {"gunicorn workers": _children(srv.master.pid)} for name, srv in servers.items()}
+        for name, srv in servers.items():  # untimed: connections, prepared statements, caches
+            loadgen(srv.port, requests_file, args, pids[name], concurrency=8, seconds=max(2.0, args.warmup * 2))
+        for round_no in range(args.ab_audit):
+            order = ("off", "on") if round_no % 2 == 0 else ("on", "off")
+            for name in order:
+                _quiet(args)
+                out = loadgen(servers[name].port, requests_file, args, pids[name], concurrency=top,
+                              processes=args.load_procs)
+                samples[name].append({"rps": out["rps"], "p99_ms": out["p99_ms"], "errors": out.get("errors"),
+                                      "cpu_ms": out["cpu_ms_per_request"]["gunicorn workers"]})
+                _note(f"ab audit {name} round {round_no}", samples[name][-1])
+    medians = {name: statistics.median(s["cpu_ms"] for s in found) for name, found in samples.items()}
+    added = medians["on"] / medians["off"] - 1
+    return {"concurrency": top, "rounds": args.ab_audit, "samples": samples,
+            "median_cpu_ms": {k: round(v, 3) for k, v in medians.items()},
+            "median_rps": {name: statistics.median(s["rps"] for s in found) for name, found in samples.items()},
+            "added_share": round(added, 4), "verdict": {"audit adds <= 5% worker CPU per timeline page": added <= 0.05,
+                                                        "every answer 200": all(not s["errors"] for found in
+                                                                                samples.values() for s in found)}}
+
+
+def table_ab(ab: dict[str, Any]) -> None:
+    lines = ["", f"audit A/B, timeline page c{ab['concurrency']}, {ab['rounds']} rounds alternated:", "",
+             "| audit | worker CPU ms/page (each round) | median | pages/s median |", "|---|---|---|---|"]
+    for name in ("off", "on"):
+        lines.append(f"| {name} | {', '.join(str(s['cpu_ms']) for s in ab['samples'][name])} | "
+                     f"{ab['median_cpu_ms'][name]} | {ab['median_rps'][name]} |")
+    lines.append(f"added: {ab['added_share']:.1%}; verdict: {ab['verdict']}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def verdict(result: dict[str, Any]) -> dict[str, bool]:
@@ -768,6 +821,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=_list, nargs="?", const=["timeline"], default=None,
                         help="py-spy on one worker during these targets' top-concurrency API phase "
                              "(default: timeline): docs/flamegraphs/<target>.svg")
+    parser.add_argument("--ab-audit", type=int, default=0, metavar="ROUNDS",
+                        help="only the audit log's cost: timeline at the top concurrency, audit off and on served "
+                             "side by side, alternated for ROUNDS rounds (issue 32)")
     parser.add_argument("--quiet-logs", action="store_true",
                         help="serve with WARNING logs and no access log (default: INFO and an access log)")
     args = parser.parse_args(argv)
