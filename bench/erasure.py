@@ -1,7 +1,7 @@
 """Erasure of a person at scale (issue 32: 100k messages across 500 channels in <= 5 minutes).
 
     .venv/bin/python -m bench.erasure [--person-messages 100000] [--channels 500] [--others 100000] [--days 365]
-                                      [--parallel 8] [--keep]
+                                      [--parallel 8] [--processes 1] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=500)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--parallel", type=int, default=erasure.PARALLEL)
+    parser.add_argument("--processes", type=int, default=1, help="processes the channel-days are shared out over")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -113,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                       today=today)
         result["load_seconds"] = loaded["seconds"]
         started = time.perf_counter()
-        done = erasure.erase(db, TEAM, PERSON, requested_by="bench", files=None, parallel=args.parallel)
+        done = erasure.erase(db, TEAM, PERSON, requested_by="bench", files=None, parallel=args.parallel,
+                             processes=args.processes)
         seconds = time.perf_counter() - started
         erased = done.counts.get("messages_erased", 0) + done.counts.get("messages_tombstoned", 0)
         result["erasure"] = {**done.to_json(), "seconds": round(seconds, 1),

@@ -210,6 +210,23 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
     assert again.proof["clean"] and again.counts.get("messages_erased", 0) == 0
 
 
+def test_an_erasure_shared_out_over_processes_leaves_no_trace_either(db, settings, tmp_path):
+    """`--processes 2`: the channel-days go to two spawned processes (their own drivers); the same end state."""
+    team = f"TERP{uuid.uuid4().hex[:6].upper()}"
+    files = LocalStore(tmp_path / "files")
+    w = _workspace(db, settings, team, files)
+    archive = service.Archive.slack(team)
+    service.rebuild_days(db, archive, {u: [DAY] for u in (PERSON, ANN, BOB)})
+    counted = erasure.dry_run(db, team, PERSON)["counts"]
+    done = erasure.erase(db, team, PERSON, requested_by="test", files=files, processes=2)
+    assert done.state == ledger.DONE and done.proof["clean"], done
+    assert done.counts["messages_erased"] == 6 and done.counts["channel_days"] == counted["channel_days"] == 2
+    assert done.counts["word_days_dropped"] >= 8  # words of theirs alone: partitions and listings gone
+    with pytest.raises(FileNotFoundError):  # the child deleted it from the same store
+        files.open(object_key(team, "CERA", _us(w["post_file"]), "FERASE1"))
+    assert set(_scan(db, team, PERSON)) <= {"activity_days"}  # others' days wait for the dirty worker
+
+
 def test_a_channel_hold_keeps_that_channel_and_the_rest_is_erased(db, settings, tmp_path):
     team = f"TERH{uuid.uuid4().hex[:6].upper()}"
     files = LocalStore(tmp_path / "files")

@@ -28,9 +28,11 @@ _CODES = "Exit codes: 0 erased (proof clean) or nothing to do, 1 failed or the p
 @click.option("--check", is_flag=True, help="Only run the proof again on the last request.")
 @click.option("--parallel", type=click.IntRange(1, 64), default=slack_erasure.PARALLEL, show_default=True,
               help="Channel-days (Slack) or posts, readers and relations (network) handled side by side.")
+@click.option("--processes", type=click.IntRange(1, 32), default=1, show_default=True,
+              help="Slack: processes the channel-days are shared out over (each with --parallel threads).")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
 def erase(team: str | None, user: str | None, network: str | None, account: int | None, dry_run: bool, check: bool,
-          parallel: int, progress: bool) -> None:
+          parallel: int, processes: int, progress: bool) -> None:
     """Erase a Slack person (--team, --user): their messages (a thread head others replied to becomes Slack's
     tombstone), versions, raw events, files, search postings, activity, profile; their reactions and mentions
     out of others' messages; channels and stored reports that name them. Or a network account (--network,
@@ -59,7 +61,8 @@ def erase(team: str | None, user: str | None, network: str | None, account: int 
             with progress_bars(progress) as bar:
                 if slack:
                     done = slack_erasure.erase(db, team, user, requested_by=audit.cli_actor(), files=files,
-                                               progress=bar("channel-days", None), parallel=parallel)
+                                               progress=bar("channel-days", None), parallel=parallel,
+                                               processes=processes)
                 else:
                     done = network_erasure.erase(db, network, account, requested_by=audit.cli_actor(),
                                                  progress=bar("posts, likes, relations, caches", None),

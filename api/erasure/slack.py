@@ -25,6 +25,8 @@ and the request's report says so.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import pickle
 import threading
 import time
 from collections import Counter
@@ -57,6 +59,7 @@ EPOCH = date(1970, 1, 1)
 PARALLEL = 8  # channel-days erased side by side
 _BATCH = 10
 _TERM_DAYS = 100_000  # days of one of the person's terms read at most
+_CHUNK = 200  # channel-days handed to a child process at a time
 
 
 def archive_of(team_id: str) -> str:
@@ -83,7 +86,7 @@ class Erasure:
 
     def __init__(self, db: Database, team_id: str, user_id: str, request: ledger.Request | None, *,
                  files: ObjectStore | None, progress: Callable[[int], None] | None = None,
-                 parallel: int = PARALLEL) -> None:
+                 parallel: int = PARALLEL, processes: int = 1) -> None:
         self.db, self.team_id, self.user_id, self.request, self.files = db, team_id, user_id, request, files
         self.progress = progress or (lambda _n: None)
         self.parallel = parallel
@@ -97,6 +100,10 @@ class Erasure:
         self.at = max(int(db.clock.time() * 1_000_000), int(time.time() * 1_000_000))
         self.own_hours: set[int] = set()  # hours of their posts erased (their posts index partitions)
         self.channel_holds = False  # a channel hold keeps some of their messages (set by `run`)
+        self.processes = processes
+        # (term, day) partitions whose postings of words this request deleted: read once at the end, dropped with
+        # their listing row when nothing is left (a word of their messages alone is content).
+        self.word_days: set[tuple[str, int]] = set()
 
     # -- where the person is ------------------------------------------------------------------------------------
 
@@ -132,11 +139,53 @@ class Erasure:
         wanted = [(c, d) for c, d in channel_days if c not in held.channels]
         if self.request is not None:
             ledger.add_channels(self.db, self.request, {c for c, _d in wanted})
-        pool = self.db.executor(f"erasure-{self.parallel}", self.parallel)
-        for future in [pool.submit(self.channel_day, c, d) for c, d in wanted]:
-            future.result()
+        if self.processes > 1 and wanted:
+            self._in_processes(wanted)
+        else:
+            pool = self.db.executor(f"erasure-{self.parallel}", self.parallel)
+            for future in [pool.submit(self.channel_day, c, d) for c, d in wanted]:
+                future.result()
         if not self.dry_run:
+            self._empty_word_days()
             self._person(found, whole=not kept)
+
+    def _in_processes(self, wanted: list[tuple[str, int]]) -> None:
+        """The channel-days shared out over `processes` processes (each its own driver and interpreter: one
+        process's statements are bound by its interpreter, not by the node), a chunk of channels at a time; each
+        hands back what it counted and where it deleted postings."""
+        by_channel: dict[str, list[int]] = {}
+        for channel_id, day in wanted:
+            by_channel.setdefault(channel_id, []).append(day)
+        chunks, chunk = [], []
+        for channel_id, days in sorted(by_channel.items()):
+            chunk += [(channel_id, d) for d in days]
+            if len(chunk) >= _CHUNK:
+                chunks.append(chunk)
+                chunk = []
+        if chunk:
+            chunks.append(chunk)
+        context = multiprocessing.get_context("spawn")  # a child builds its own driver, never a forked one
+        args = (self.db.settings, self.team_id, self.user_id, self.request, self.at, self.parallel,
+                self.channel_holds, _portable(self.files))
+        with context.Pool(self.processes, initializer=_child_start, initargs=args) as pool:
+            for counts, hours, word_days, done in pool.imap_unordered(_child_chunk, chunks):
+                self.counts.update(counts)
+                self.own_hours.update(hours)
+                self.word_days.update(word_days)
+                self.progress(done)
+
+    def _empty_word_days(self) -> None:
+        """The (term, day) partitions of words whose postings this request deleted: those left empty go with
+        their listing row. Read once each at the end (many messages and channels share a word's day)."""
+        by_term: dict[str, list[int]] = {}
+        for term, day in self.word_days:
+            by_term.setdefault(term, []).append(day)
+        pool = self.db.executor(f"erasure-{self.parallel}", self.parallel)
+        futures = [pool.submit(search_index.empty_term_day_writes, self.db, self.team_id, term, sorted(days))
+                   for term, days in sorted(by_term.items())]
+        writes = [w for future in futures for w in future.result()]
+        self.db.execute_many(writes, batch_size=_BATCH)
+        self.counts["word_days_dropped"] += len(writes) // 2
 
     def channel_day(self, channel_id: str, day: int) -> None:
         rows = messages.erasing_rows(self.db, self.team_id, channel_id, day)
@@ -189,15 +238,15 @@ class Erasure:
         texts = [messages.searchable_text(row), row.original_text,
                  *(text for _v, text in (messages.versions(self.db, team, channel_id, row.ts) if edited else ()))]
         terms = search_index.every_term(channel_id, self.user_id, texts)
-        # Words are content: a (term, day) partition left empty goes with its listing row (read first). A
-        # channel's or a flag's posting names no content: deleted without a read. Their author term's day holds
-        # only their messages: dropped whole, unless a channel hold keeps some of them.
+        # Words are content: a (term, day) partition left empty goes with its listing row (`_empty_word_days`, at
+        # the end). A channel's or a flag's posting names no content: its listing may stay. Their author term's
+        # day holds only their messages: dropped whole, unless a channel hold keeps some of them.
         author = search_index.author_term(self.user_id)
         structural = {search_index.channel_term(channel_id), *search_index.FLAGS}
         words = sorted(terms - structural - {author})
-        writes = search_index.expire_posting_writes(self.db, team, channel_id, [(t, row.ts) for t in words],
-                                                    whole_before=None)
-        writes += search_index.delete_posting_writes(team, channel_id, [(t, row.ts) for t in structural])
+        writes = search_index.delete_posting_writes(team, channel_id, [(t, row.ts) for t in [*words, *structural]])
+        with self._lock:
+            self.word_days.update((t, day) for t in words)
         if self.channel_holds:
             writes += search_index.delete_posting_writes(team, channel_id, [(author, row.ts)])
         else:
@@ -254,8 +303,9 @@ class Erasure:
             new_terms = search_index.every_term(channel_id, None, [new_searchable, new_original,
                                                                    *(scrub.text(t, u) for _v, t in versions)])
             gone = sorted(old_terms - new_terms)
-            writes += search_index.expire_posting_writes(self.db, team, channel_id, [(t, row.ts) for t in gone],
-                                                         whole_before=None)
+            writes += search_index.delete_posting_writes(team, channel_id, [(t, row.ts) for t in gone])
+            with self._lock:
+                self.word_days.update((t, day) for t in gone)
             added, _keys = search_index.posting_writes(self.db, team, channel_id, row.ts, row.user_id,
                                                        new_searchable)
             writes += added
@@ -322,8 +372,51 @@ class Erasure:
                 return
 
 
+# -- child processes (`processes` > 1) ----------------------------------------------------------------------------
+_CHILD: Erasure | None = None
+
+
+_FROM_SETTINGS = "from settings"
+
+
+def _portable(files: ObjectStore | None) -> ObjectStore | str | None:
+    """The store itself when it can go to a child process (a local folder), else how to build it there (an S3
+    client cannot be pickled: the child makes its own from the settings)."""
+    if files is None:
+        return None
+    try:
+        pickle.dumps(files)
+    except Exception:  # noqa: BLE001 - any reason it cannot be pickled
+        return _FROM_SETTINGS
+    return files
+
+
+def _child_start(settings: Any, team_id: str, user_id: str, request: ledger.Request | None, at: int, parallel: int,
+                 channel_holds: bool, files: ObjectStore | str | None) -> None:
+    global _CHILD
+    from api.slack.files import store_from_settings
+
+    db = Database(settings)
+    store = store_from_settings(settings.slack) if files == _FROM_SETTINGS else files
+    _CHILD = Erasure(db, team_id, user_id, request, files=store, parallel=parallel)  # type: ignore[arg-type]
+    _CHILD.at, _CHILD.channel_holds = at, channel_holds  # the parent's: one request, one write time
+
+
+def _child_chunk(channel_days: list[tuple[str, int]]) -> tuple[Counter[str], set[int], set[tuple[str, int]], int]:
+    job = _CHILD
+    assert job is not None
+    pool = job.db.executor(f"erasure-{job.parallel}", job.parallel)
+    for future in [pool.submit(job.channel_day, c, d) for c, d in channel_days]:
+        future.result()
+    with job._lock:
+        found = (job.counts, job.own_hours, job.word_days, len(channel_days))
+        job.counts, job.own_hours, job.word_days = Counter(), set(), set()
+    return found
+
+
 def erase(db: Database, team_id: str, user_id: str, *, requested_by: str, files: ObjectStore | None,
-          progress: Callable[[int], None] | None = None, parallel: int = PARALLEL) -> ledger.Request:
+          progress: Callable[[int], None] | None = None, parallel: int = PARALLEL, processes: int = 1
+          ) -> ledger.Request:
     """Erase a person (resuming their unfinished request, if any): the ledger row as it ends, proof included."""
     archive = archive_of(team_id)
     held = policies.held(db, archive)
@@ -334,7 +427,8 @@ def erase(db: Database, team_id: str, user_id: str, *, requested_by: str, files:
         why = "archive" if held.archive else "user"
         return ledger.finish(db, request, ledger.HELD, {}, {f"request ({why} hold)": 1})
     ledger.set_state(db, request, ledger.RUNNING)
-    job = Erasure(db, team_id, user_id, request, files=files, progress=progress, parallel=parallel)
+    job = Erasure(db, team_id, user_id, request, files=files, progress=progress, parallel=parallel,
+                  processes=processes)
     try:
         job.run()
     except Exception:
