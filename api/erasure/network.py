@@ -22,6 +22,8 @@ and a stopped request is finished by running it again. A legal hold on the netwo
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -37,6 +39,7 @@ from api.erasure import ledger
 from api.errors import NotFound
 from api.network import accounts, actions, activity_log, likes, posts, rankings, relations, search, timelines
 from api.network.relations import FOLLOWER, FOLLOWS
+from api.network.tokens import index_terms
 from api.network.values import Account, Post
 from api.retention import policies
 
@@ -51,8 +54,16 @@ _DAYS_PER_READ = 4  # UTC days of activity read together (96 slot partitions eac
 _BATCH = 20
 
 # Places in the ledger (erasure_touched's "channel" column for a network request).
-POSTS, TERMS, READERS, RELATIONS, LIKED, MIRRORS, MONTHS, DAYS = (
-    "posts", "post-terms", "readers", "relations", "liked", "activity", "months", "days")
+POSTS, TERMS, READERS, RELATIONS, LIKED, MIRRORS, MONTHS, DAYS, MENTIONS = (
+    "posts", "post-terms", "readers", "relations", "liked", "activity", "months", "days", "mentions")
+FORMER_NAME = "former_account"  # what others' posts show where they named the erased account
+
+
+def scrub_mention(text: str | None, username: str) -> str | None:
+    """`@name` (any case, not inside a word or an address) as `@former_account`."""
+    if not text:
+        return text
+    return re.sub(rf"(?<![\w@])@{re.escape(username)}(?!\w)", "@" + FORMER_NAME, text, flags=re.IGNORECASE)
 
 
 def archive_of(network: str) -> str:
@@ -76,6 +87,7 @@ class NetworkErasure:
         self.counts: Counter[str] = Counter()
         self.held: Counter[str] = Counter()
         self.now = datetime.now(UTC)
+        self.rewritten: set[int] = set()  # others' posts that named it, rewritten (their cached copies go)
         self._lock = threading.Lock()
 
     def _count(self, what: str, n: int = 1) -> None:
@@ -131,7 +143,10 @@ class NetworkErasure:
                                  for other in ids])
         self._map(lambda other: self._unfollow(other, me, FOLLOWER), followers)
         self._map(lambda other: self._unfollow(other, me, FOLLOWS), follows)
-        self._map(self._cache, sorted(readers | set(followers)))
+        mention_readers = self._mentions(me)
+        self._record(READERS, [(0, reader, "cache") for reader in sorted(mention_readers - readers)])
+        self._map(self._cache, sorted(readers | set(followers) | mention_readers))
+        self._forget_name(me)
         self._mirrors(events)
         self._rankings(me)
         self._own(months, own_posts, days)
@@ -185,7 +200,7 @@ class NetworkErasure:
 
     def _cache(self, reader: int) -> None:
         buckets = timelines.cache_buckets(self.db, self.db.settings.network, self.network, reader, self.now)
-        copies = timelines.copies_of(self.db, self.network, reader, self.account_id, buckets)
+        copies = timelines.copies_of(self.db, self.network, reader, self.account_id, buckets, self.rewritten)
         self._count("cached_copies_removed", len(copies))
         if not self.dry_run:
             self.db.execute_many(timelines.erase_copies_writes(self.network, reader, self.account_id, copies))
@@ -205,6 +220,46 @@ class NetworkErasure:
         self._count("snapshots_rewritten", len(found))
         if found and not self.dry_run:
             self.db.execute_many(rankings.anonymise_writes(self.network, self.account_id, me.username, found))
+
+    def _mentions(self, me: Account) -> set[int]:
+        """Others' posts naming it (`@name` in the text; a share's original author, when the text names it too:
+        the `@name` term's postings find them) read "@former_account" instead, with every copy: the post is
+        re-indexed under its new text (its postings and top-list rows carry the text), its rows written again, and
+        its old copies leave the caches of its author's followers (returned: `_cache` reads them)."""
+        if not me.username:
+            return set()
+        mention = next((t for t in index_terms("@" + me.username) if t.startswith("@")), None)
+        readers: set[int] = set()
+        for post_id in search.posts_with_term(self.db, self.network, mention) if mention else []:
+            post, buckets = posts.post_and_term_buckets(self.db, self.network, post_id)
+            if post is None or post.author_id == self.account_id:
+                continue
+            rewritten = dataclasses.replace(
+                post, content=scrub_mention(post.content, me.username),
+                original_author=FORMER_NAME if (post.original_author or "").casefold() == me.username.casefold()
+                else post.original_author)
+            if rewritten == post:
+                continue
+            posted_us = int(post.posted_at.timestamp() * US)
+            self._record(MENTIONS, [(posted_us // US_PER_DAY, post_id, f"at:{posted_us}")])
+            self._count("posts_rewritten")
+            self.rewritten.add(post_id)
+            if not accounts.is_celebrity(self.db, self.network, post.author_id):  # a celebrity's are not cached
+                readers.update(relations.ids(self.db, self.network, post.author_id, FOLLOWER))
+            if self.dry_run:
+                continue
+            self.db.execute_many(search.erase_post_writes(self.db, self.network, post, buckets))
+            new_buckets, _grown = search.index_post(self.db, self.network, rewritten)
+            self.db.execute_many(posts.post_writes(self.network, rewritten)
+                                 + [posts.term_buckets_write(self.network, post_id, new_buckets)])
+            actions.publish_likes(self.db, self.network, rewritten, new_buckets)
+        return readers
+
+    def _forget_name(self, me: Account) -> None:
+        """The terms of its name (`@name`, `name`) leave the index once nothing is posted under them."""
+        if me.username and not self.dry_run:
+            for term in sorted(index_terms("@" + me.username)):
+                self.db.execute_many(search.forget_term_writes(self.db, self.network, term))
 
     def _own(self, months: list[str], own_posts: list[Post], days: list[int]) -> None:
         if self.dry_run:
@@ -298,9 +353,11 @@ def check(db: Database, network: str, account_id: int, request: ledger.Request) 
         at = datetime.fromtimestamp(int(what.partition(":")[2]) / US, UTC)
         traces.update(search.post_rows(db, network, Post(post_id, a, at), terms.get(post_id, {})))
         traces["likes_by_post"] += likes.rows_of(db, network, post_id=post_id)
+    rewritten = {post_id for _d, post_id, _w in places.get(MENTIONS, [])}
     for _d, reader, _w in places.get(READERS, []):
         traces["home_timeline_buckets"] += timelines.rows_naming(
-            db, network, reader, a, timelines.cache_buckets(db, db.settings.network, network, reader, now))
+            db, network, reader, a, timelines.cache_buckets(db, db.settings.network, network, reader, now),
+            lambda copy: copy.post_id in rewritten and FORMER_NAME not in (copy.content or ""))
     for _d, other, _w in places.get(RELATIONS, []):
         traces["follower_relations_by_account"] += relations.rows_naming(db, network, other, a)
     for _d, post_id, _w in places.get(LIKED, []):
@@ -308,6 +365,9 @@ def check(db: Database, network: str, account_id: int, request: ledger.Request) 
     for day, other, _w in places.get(MIRRORS, []):
         traces["network_activity_slots"] += activity_log.naming(db, network, other, a, [day])
     traces["top100_snapshots"] += len(rankings.snapshots_naming(db, network, a, None))
+    for post_id in rewritten:  # the proof has no name to look for (the ledger keeps none): the neutral one is there
+        post = posts.get_post(db, network, post_id)
+        traces["posts_by_id"] += int(post is not None and FORMER_NAME not in (post.content or ""))
     found = {table: n for table, n in sorted(traces.items()) if n}
     return {"traces": found, "clean": not found, "places": {p: len(e) for p, e in places.items()},
             "tables": sorted(traces)}

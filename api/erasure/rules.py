@@ -77,9 +77,11 @@ NETWORK = {
     "celebrity_accounts": "erased: its row; proof: the partition's rows",
     "celebrity_flags": "erased: its row; proof: the row",
     "celebrity_last_posts": "erased: its row (after its write time); proof: the row",
-    "posts_by_author": "erased: its month partitions; proof: the ledger's months",
+    "posts_by_author": "erased: its month partitions; rewritten: others' posts naming it (\"@former_account\"); "
+                       "proof: the ledger's months",
     "post_months_by_author": "erased: its listing; proof: the partition",
-    "posts_by_id": "erased: each post's row; proof: the ledger's posts",
+    "posts_by_id": "erased: each post's row; rewritten: others' posts naming it; proof: the ledger's posts and "
+                   "rewritten posts",
     "post_like_counts": "erased: its posts' counters; rewritten: the counts of posts it liked (unlikes); proof: "
                         "the ledger's posts",
     "post_requests": "none kept: an (author, idempotency key) answer holds a post id and a digest, no content, and "
@@ -93,18 +95,21 @@ NETWORK = {
                         "its buckets and the ledger's relations",
     "follower_layouts": "erased: its row; proof: the row",
     "followed_celebrities": "erased: its partition; rewritten: its mark in its followers'; proof: both",
-    "home_timeline_buckets": "erased: its cache, and the copies of its posts in readers' caches (followers, and "
-                             "who unfollowed it within the cache TTL: every hour bucket of the TTL and every "
-                             "build listed); proof: the ledger's readers",
+    "home_timeline_buckets": "erased: its cache, and the copies of its posts and of rewritten posts in readers' "
+                             "caches (followers, who unfollowed it within the cache TTL, the rewritten posts' "
+                             "authors' followers: every hour bucket of the TTL and every build listed); proof: "
+                             "the ledger's readers",
     "home_cache_builds": "erased: its listing; proof: its partition (others' hold bucket numbers only)",
     "home_cache_state": "erased: its row; proof: the row",
     "home_excluded_authors": "erased: its partition, and readers' exclusion of it; proof: the ledger's readers",
     "home_likes_rankings": "erased: its row, and readers' (post ids of its posts: ranked again on the next read); "
                            "proof: its row",
-    "term_postings": "erased: every posting of its posts; proof: the ledger's posts and terms",
-    "term_top_posts": "erased: its posts' rows in the current and previous generation; proof: the same rows",
-    "term_counts": "none: how many posts a term had (no account)",
-    "term_top_state": "none: a term's top-list generation (no account)",
+    "term_postings": "erased: every posting of its posts; rewritten: the postings of posts naming it (indexed "
+                     "again under their new text); proof: the ledger's posts and terms",
+    "term_top_posts": "erased: its posts' rows in the current and previous generation, and the top lists of its "
+                      "name's terms; proof: the same rows",
+    "term_counts": "erased: the counters of its name's terms (`@name`, `name`) once nothing is posted under them",
+    "term_top_state": "erased: the states of its name's terms, likewise",
     "network_activity_slots": "erased: its slot partitions of every day it had events; rewritten: the other side "
                               "of each event names the former account (id 0); proof: its days and the ledger's "
                               "other accounts' days",

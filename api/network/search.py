@@ -90,6 +90,8 @@ DELETE_TOP_GENERATION = Statement(  # a replaced generation no reader reads any 
 GET_TOP_POST = Statement(  # the erasure proof
     "SELECT post_id FROM term_top_posts WHERE network = ? AND term = ? AND generation = ? AND post_id = ?",
     name="SELECT term_top_posts (one)")
+DELETE_TERM_COUNTS = Statement("DELETE FROM term_counts WHERE network = ? AND term = ?")
+DELETE_TOP_STATE = Statement("DELETE FROM term_top_state WHERE network = ? AND term = ?")
 TOP_POSTS = Statement(f"SELECT {_POSTING_COLS} FROM term_top_posts WHERE network = ? AND term = ? "
                       "AND generation = ?")
 GET_TOP_STATES = Statement(  # a handful of terms (a post's, a query's): one request, not one per term
@@ -409,3 +411,24 @@ def post_rows(db: Database, network: str, post: Post, buckets: dict[str, int]) -
            for g in _generations(s)]
     return {"term_postings": sum(1 for f in postings if f.result().one() is not None),
             "term_top_posts": sum(1 for f in top if f.result().one() is not None)}
+
+
+
+def posts_with_term(db: Database, network: str, term: str) -> list[int]:
+    """The ids of every post indexed under a term (all its posting buckets: a term naming one account is rare)."""
+    postings = term_counts(db, network, [term])[term]
+    if not postings:
+        return []
+    rows = [db.execute_async(POSTINGS, (network, term, b, POSTING_BUCKET))
+            for b in range(bucket_of(postings - 1) + 1)]
+    return [r.post_id for f in rows for r in f.result() if r.author_id is not None]
+
+
+def forget_term_writes(db: Database, network: str, term: str) -> list[tuple[Statement, Params]]:
+    """A term that names an erased account (its `@name`, its name), once no posting is left under it: its
+    counter, top-list state and top lists go (their keys are the name)."""
+    if posts_with_term(db, network, term):
+        return []
+    state = top_states(db, network, [term]).get(term)
+    return ([(DELETE_TOP_GENERATION, (network, term, g)) for g in (_generations(state) if state else [])]
+            + [(DELETE_TERM_COUNTS, (network, term)), (DELETE_TOP_STATE, (network, term))])

@@ -14,7 +14,7 @@ Which posts belong in a cache, and when to rebuild it, is decided in api/network
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -260,11 +260,12 @@ def cache_buckets(db: Database, ns: NetworkSettings, network: str, reader: int, 
     return [*hours, *(r.bucket for r in db.execute(BUILDS, (network, reader)))]
 
 
-def copies_of(db: Database, network: str, reader: int, author: int, buckets: Iterable[int]
-              ) -> list[tuple[int, datetime, int]]:
-    """(bucket, posted_at, post id) of the author's posts in a reader's cache partitions."""
+def copies_of(db: Database, network: str, reader: int, author: int, buckets: Iterable[int],
+              post_ids: Collection[int] = ()) -> list[tuple[int, datetime, int]]:
+    """(bucket, posted_at, post id) of the author's posts (and of `post_ids`) in a reader's cache partitions."""
     futures = [(b, db.execute_async(READ_BUCKET_KEYS, (network, reader, b, _CACHE_ROWS))) for b in buckets]
-    return [(b, r.posted_at, r.post_id) for b, f in futures for r in f.result() if r.author_id == author]
+    return [(b, r.posted_at, r.post_id) for b, f in futures for r in f.result()
+            if r.author_id == author or r.post_id in post_ids]
 
 
 def erase_copies_writes(network: str, reader: int, author: int, copies: Iterable[tuple[int, datetime, int]]
@@ -282,10 +283,15 @@ def erase_account_writes(network: str, account_id: int, buckets: Iterable[int]) 
             (DELETE_RANKING, (network, account_id)), (DROP_BUILDS, (network, account_id))]
 
 
-def rows_naming(db: Database, network: str, reader: int, author: int, buckets: Iterable[int]) -> int:
-    """The reader's cached copies of the author's posts and its exclusion of the author (the erasure proof)."""
+def rows_naming(db: Database, network: str, reader: int, author: int, buckets: Iterable[int],
+                stale: Callable[[Post], bool] = lambda _post: False) -> int:
+    """The reader's cached copies of the author's posts, the copies `stale` says are out of date, and its
+    exclusion of the author (the erasure proof)."""
+    futures = [db.execute_async(READ_BUCKET, (network, reader, b, _CACHE_ROWS)) for b in buckets]
+    copies = [Post.from_row(r) for f in futures for r in f.result()]
     excluded = db.execute(EXCLUDED_AUTHORS, (network, reader))
-    return len(copies_of(db, network, reader, author, buckets)) + sum(1 for r in excluded if r.author_id == author)
+    return (sum(1 for p in copies if p.author_id == author or stale(p))
+            + sum(1 for r in excluded if r.author_id == author))
 
 
 def account_rows(db: Database, network: str, account_id: int, buckets: Iterable[int]) -> int:
