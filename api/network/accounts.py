@@ -204,11 +204,14 @@ def _rows_of_buckets(db: Database, network: str, buckets: Iterable[int]) -> Iter
 
 
 def set_counts(db: Database, network: str, wanted: dict[int, tuple[int, int]], *,
-               current: dict[int, tuple[int, int]] | None = None, dry_run: bool = False) -> dict[int, tuple[int, int]]:
+               current: dict[int, tuple[int, int]] | None = None, dry_run: bool = False,
+               every_account: bool = False) -> dict[int, tuple[int, int]]:
     """Bring the counters of the given accounts to `wanted` (followers, follows) by adding the difference to what
     they hold (`current`: read bucket by bucket when not given). Returns {account: (followers delta, follows
     delta)} of the accounts changed. Bulk loads and the reconcile job use it; run it while no request moves
-    the same counts (a concurrent follow in between is what the next reconcile run repairs)."""
+    the same counts (a concurrent follow in between is what the next reconcile run repairs). `every_account` (a
+    load): an account without a row gets one even at 0 followers and 0 follows (an increment by 0 makes it),
+    so jobs that go through every account (`all_counts`: retention, activity rebuilds) find it."""
     if current is None:
         current = {a: (f, g) for a, f, g in all_counts(db, network)}
     changes = {}
@@ -216,11 +219,13 @@ def set_counts(db: Database, network: str, wanted: dict[int, tuple[int, int]], *
         have = current.get(account_id, (0, 0))
         if (followers, follows) != have:
             changes[account_id] = (followers - have[0], follows - have[1])
+    unlisted = [a for a in wanted if a not in current and a not in changes] if every_account else []
     if not dry_run:
         db.execute_many(
-            (stmt, (delta, network, bucket_of(a), a))
-            for a, (d_followers, d_follows) in changes.items()
-            for stmt, delta in ((ADD_FOLLOWERS, d_followers), (ADD_FOLLOWS, d_follows)) if delta)
+            [(stmt, (delta, network, bucket_of(a), a))
+             for a, (d_followers, d_follows) in changes.items()
+             for stmt, delta in ((ADD_FOLLOWERS, d_followers), (ADD_FOLLOWS, d_follows)) if delta]
+            + [(ADD_FOLLOWERS, (0, network, bucket_of(a), a)) for a in unlisted])
     return changes
 
 

@@ -62,7 +62,7 @@ def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) 
 def set_account_counts(db: Database, network: str, path: Path) -> int:
     """Bring every account's counters to the file's counts; returns the accounts changed."""
     wanted = {int(a): (int(f), int(g)) for a, _name, f, g in _rows(path)}
-    return len(accounts.set_counts(db, network, wanted))
+    return len(accounts.set_counts(db, network, wanted, every_account=True))
 
 
 def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:

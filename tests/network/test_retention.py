@@ -6,10 +6,12 @@ own; then a run dated ahead expires everything else, activity and snapshots incl
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import UTC, date, datetime, timedelta
 
 from api.activity import dirty, service
 from api.activity.settings import ActivitySettings, set_activity_settings
+from api.network import accounts
 from api.retention import network as retention
 from api.retention import policies
 from tests.network.checks import check_posts, check_search
@@ -32,6 +34,8 @@ def test_a_network_policy_expires_old_posts_everywhere_and_a_held_account_keeps_
 def _expire(client, db, fresh_net) -> None:
     n, ref = fresh_net.name, fresh_net.ref
     archive = f"network:{n}"
+    # The run goes through every account with a count: a load gives each account one, even with no relation.
+    assert {a for a, _f, _g in accounts.all_counts(db, n)} == set(ref.usernames)
     times = sorted(p["posted_at"] for p in ref.posts.values())
     cutoff = times[len(times) // 2].date()
     before = datetime.combine(cutoff, datetime.min.time(), UTC)
@@ -88,3 +92,34 @@ def _expire(client, db, fresh_net) -> None:
         f"SELECT account FROM {db.keyspace}.activity_days WHERE archive = '{archive}' ALLOW FILTERING")} <= {str(held)}
     assert not _rows(db, "top100_accounts_by_time", n) and not _rows(db, "top100_followers_by_time", n)
     assert not _rows(db, "ranking_months_by_network", n)
+
+
+def test_an_account_without_any_relation_is_gone_through_too(db, tmp_path):
+    """A loaded account nobody follows and that follows nobody has a count of its own (0, 0): the run, which goes
+    through every account with a count, expires its old post as any other's."""
+    import csv
+
+    from api.network import loader, posts
+
+    rows = {"accounts.csv": [["account_id", "username", "follower_count", "follows_count"],
+                             [1, "loner_one", 0, 0], [2, "ann_two", 1, 0], [3, "bob_three", 0, 1]],
+            "relations.csv": [["account_id", "account_username", "rel_type", "target_id", "target_username"],
+                              [2, "ann_two", "follower", 3, "bob_three"], [3, "bob_three", "follows", 2, "ann_two"]],
+            "posts.csv": [["post_id", "author_id", "author_username", "original_author", "original_id", "posted_at",
+                           "content", "language", "country", "latitude", "longitude", "original_likes",
+                           "share_count"],
+                          [11, 1, "loner_one", "", "", "2015-03-01T10:00:00Z", "zqlonely old words", "en", "", "",
+                           "", 0, 0],
+                          [12, 2, "ann_two", "", "", "2015-03-01T11:00:00Z", "zqann old words", "en", "", "", "", 0,
+                           0]],
+            "likes.csv": [["post_id", "user_id"]]}
+    for name, lines in rows.items():
+        with (tmp_path / name).open("w", newline="") as f:
+            csv.writer(f).writerows(lines)
+    network = f"lone{uuid.uuid4().hex[:6]}"
+    loader.load_network(db, network, tmp_path)
+    assert {a for a, _f, _g in accounts.all_counts(db, network)} == {1, 2, 3}
+    policies.set_policy(db, f"network:{network}", policies.WHOLE, 365, by="test")
+    report, _plan = retention.run(db, network)
+    assert report.counts["posts"] == 2
+    assert posts.get_post(db, network, 11) is None and posts.get_post(db, network, 12) is None
