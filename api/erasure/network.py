@@ -22,6 +22,7 @@ and a stopped request is finished by running it again. A legal hold on the netwo
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 import threading
@@ -104,9 +105,17 @@ class NetworkErasure:
             self.db.execute_many(ledger.touched_writes(self.request, place, entries), batch_size=_BATCH)
 
     def _map(self, work: Callable[[Any], None], items: Iterable[Any]) -> None:
+        """`work` on each item, `parallel` at a time; at most 4 x `parallel` submitted ahead (an account with 10M
+        followers is 10M items)."""
         pool = self.db.executor(f"network-erasure-{self.parallel}", self.parallel)
-        for future in [pool.submit(work, item) for item in items]:
-            future.result()
+        pending: collections.deque = collections.deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) >= 4 * self.parallel:
+                pending.popleft().result()
+                self.progress(1)
+        while pending:
+            pending.popleft().result()
             self.progress(1)
 
     # -- where the account is -----------------------------------------------------------------------------------
