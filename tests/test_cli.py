@@ -339,3 +339,21 @@ def test_a_command_runs_with_one_database_from_the_root_runtime_closed_when_it_e
             database("another_keyspace")
     assert installed_db() is db
     assert own._session is None  # closed with its command
+
+
+@pytest.mark.parametrize("args", [
+    ["erase"],  # neither a person nor an account
+    ["erase", "--team", "T1", "--network", "n1", "--account", "1"],  # both
+    ["erase", "--network", "n1"],  # an account needs its network and its id
+    ["erase", "--team", "T1"],
+    ["erase", "--team", "t1", "--user", "U1"],  # not a Slack id
+    ["retention", "run"],
+    ["retention", "run", "--team", "T1", "--network", "n1"],
+    ["retention", "show", "--network", "no such"],
+    ["retention", "hold", "list", "--network", "bad/name"],
+])
+def test_erase_and_retention_say_whose_archive_before_anything_runs(args):
+    """Exit 2 with the reason, before any connection (the node is not even asked)."""
+    result = CliRunner().invoke(chronicle, args)
+    assert result.exit_code == 2, result.output
+    assert "--team" in result.output or "--network" in result.output, result.output
