@@ -14,7 +14,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates
 from api.auth import require_admin
 from api.db import get_db
 from api.errors import InvalidInput
-from api.network.common import valid_network_name
+from api.network.common import NETWORK_PATTERN, valid_network_name
 from api.retention import network as network_retention
 from api.retention import policies
 from api.retention import slack as slack_retention
@@ -60,7 +60,7 @@ def network_archive(network: str) -> str:
 
 
 NETWORK_PATH = [{"in": "path", "name": "network", "required": True, "description": "a follower network's name",
-                 "schema": {"type": "string"}}]
+                 "schema": {"type": "string", "pattern": NETWORK_PATTERN}}]
 
 admins_only(blp)
 _archive = slack_archive
