@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import threading
 
 import pytest
 
@@ -103,45 +104,95 @@ def client(app):
     return app.test_client()
 
 
+class _ClusterBoot:
+    """The 3-node cluster on 127.0.0.1-3:9142 started, and the slow tests' shared RF 3 keyspace migrated, in a
+    thread begun when collection ends (`pytest_collection_finish`): its ~80 s of start-up and schema (the schema
+    alone 25-35 s on three nodes: api/migrations.py waits for agreement once per run) overlap the tests that run
+    before the first slow one instead of adding to the run. Only runs that collected a slow test start it."""
+
+    def __init__(self) -> None:
+        self.specs = cluster_specs(3)
+        self.keyspace = f"chronicle_rf3_{os.getpid()}_{secrets.token_hex(3)}"
+        self.messages: list[str] = []  # the node manager's progress lines (a thread has no test's output)
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._boot, name="rf3-cluster-boot", daemon=True)
+            self.thread.start()
+
+    def _boot(self) -> None:
+        try:
+            start_cluster(self.specs, log=self.messages.append)
+            settings = dataclasses.replace(
+                Settings.from_env(), contact_points=[s.address for s in self.specs],
+                cassandra_port=self.specs[0].native_port, keyspace=self.keyspace,
+                replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=60.0)
+            admin = Database(settings, keyspace="")
+            try:
+                migrate(admin, settings.keyspace, settings.replication_map(), log=self.messages.append)
+            finally:
+                admin.close()
+        except BaseException as exc:  # noqa: BLE001 - handed to the first test that needs the cluster
+            self.error = exc
+
+    def wait(self) -> list[NodeSpec]:
+        self.begin()
+        assert self.thread is not None
+        self.thread.join()
+        if self.error is not None:
+            raise RuntimeError("the 3-node cluster did not start:\n" + "\n".join(self.messages[-20:])) \
+                from self.error
+        return self.specs
+
+    def destroy(self) -> None:
+        """Kill and delete the nodes. Their data goes right after, so no drain: SIGTERM-and-wait, node after
+        node, cost ~20 s at the end of a run; killed at once, destroy() finds them stopped."""
+        import contextlib
+        import signal
+
+        from api.node.process import read_pid
+
+        if self.thread is None:
+            return
+        self.thread.join()
+        for spec in self.specs:
+            pid = read_pid(spec)
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        destroy(self.specs, log=lambda _m: None)
+        self.thread = None
+
+
+_CLUSTER = _ClusterBoot()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        _CLUSTER.begin()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _CLUSTER.destroy()  # also when the run stopped before a slow test tore the cluster down
+
+
 @pytest.fixture(scope="session")
 def rf3_cluster() -> list[NodeSpec]:
-    """The 3-node cluster on 127.0.0.1-3:9142 (slow tests only): started once per run, whichever slow test asks
-    first, and destroyed at the end. A test that stops a node leaves it stopped; `cluster_up` restarts it."""
-    import contextlib
-    import signal
-
-    from api.node.process import read_pid
-
-    specs = cluster_specs(3)
-    start_cluster(specs)
+    """The 3-node cluster (slow tests only), booted in the background since collection ended; destroyed at the
+    end. A test that stops a node leaves it stopped; `cluster_up` restarts it."""
+    specs = _CLUSTER.wait()
     yield specs
-    # Their data is deleted right after, so the nodes need no drain: SIGTERM-and-wait, node after node, cost
-    # ~20 s at the end of a run. Killed all at once; destroy() then finds them stopped and removes their folders.
-    for spec in specs:
-        pid = read_pid(spec)
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    destroy(specs)
+    _CLUSTER.destroy()
 
 
 @pytest.fixture(scope="session")
 def rf3_keyspace(rf3_cluster: list[NodeSpec]) -> str:
-    """One keyspace on the cluster (RF 3) with every migration applied, shared by the slow tests: the schema
-    takes 25-35 s to migrate on three nodes here (api/migrations.py sends a run's DDL to one coordinator and waits
-    for agreement once; it was ~100 s waiting after every statement), so a run does it once. The tests keep their
-    data apart by names of their own (a network, a workspace, a table); the cluster is destroyed at the end."""
+    """One keyspace on the cluster (RF 3) with every migration applied (`_ClusterBoot`), shared by the slow
+    tests: they keep their data apart by names of their own (a network, a workspace, a table)."""
     start_cluster(rf3_cluster)
-    settings = dataclasses.replace(
-        Settings.from_env(), contact_points=[s.address for s in rf3_cluster],
-        cassandra_port=rf3_cluster[0].native_port, keyspace=f"chronicle_rf3_{os.getpid()}_{secrets.token_hex(3)}",
-        replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=60.0)
-    admin = Database(settings, keyspace="")
-    try:
-        migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _msg: None)
-    finally:
-        admin.close()
-    return settings.keyspace
+    return _CLUSTER.keyspace
 
 
 @pytest.fixture

@@ -66,18 +66,38 @@ def served_api(settings, db, tmp_path_factory):
         server.wait(timeout=30)
 
 
-def _run_schemathesis(base: str, token: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "schemathesis"), "--no-color", "--config-file", str(ROOT / "tests" / "schemathesis.toml"),
-         "run", f"{base}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
-         "--max-examples", "25", "--generation-deterministic", "--workers", "1",
-         "--header", f"Authorization: Bearer {token}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900)
+def _start_schemathesis(base: str, token: str, workdir: Path) -> subprocess.Popen:
+    """A run in the background, its output in workdir/stdout.txt and stderr.txt."""
+    with (workdir / "stdout.txt").open("w") as out, (workdir / "stderr.txt").open("w") as err:
+        return subprocess.Popen(
+            [str(BIN / "schemathesis"), "--no-color", "--config-file", str(ROOT / "tests" / "schemathesis.toml"),
+             "run", f"{base}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
+             "--max-examples", "25", "--generation-deterministic", "--workers", "1",
+             "--header", f"Authorization: Bearer {token}"],
+            cwd=workdir, stdout=out, stderr=err)
+
+
+@pytest.fixture(scope="module")
+def fuzz_runs(served_api, tmp_path_factory):
+    """Both tokens' runs, started together (each is a single-threaded generator: side by side they take about
+    the time of one); each test waits for its own."""
+    runs = {}
+    for token in (READ_TOKEN, ADMIN_TOKEN):
+        workdir = tmp_path_factory.mktemp("schemathesis")
+        runs[token] = (_start_schemathesis(served_api, token, workdir), workdir)
+    yield runs
+    for process, _workdir in runs.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.parametrize("token", [READ_TOKEN, ADMIN_TOKEN], ids=["read-token", "admin-token"])
-def test_every_operation_meets_its_document(served_api, token, tmp_path):
-    run = _run_schemathesis(served_api, token, tmp_path)
+def test_every_operation_meets_its_document(served_api, fuzz_runs, token):
+    process, workdir = fuzz_runs[token]
+    process.wait(timeout=900)
+    run = subprocess.CompletedProcess(process.args, process.returncode, (workdir / "stdout.txt").read_text(),
+                                      (workdir / "stderr.txt").read_text())
     assert run.returncode == 0, run.stdout[-12000:] + run.stderr[-2000:]
     with urllib.request.urlopen(f"{served_api}/openapi.json", timeout=10) as response:
         document = json.loads(response.read())
