@@ -35,6 +35,7 @@ TABLES = frozenset({"audit_log"})
 SHARDS = 32
 BATCH_ROWS = 64  # entries of one batch at most (one partition: one mutation)
 FLUSH_SECONDS = 0.1  # how long an entry waits at most in its process before it is written
+_IDLE_ROUNDS = 50  # a writer thread with nothing to write for this many rounds (5 s) ends
 DAY_US = 86_400_000_000
 MAX_RANGE_DAYS = 31
 
@@ -101,9 +102,7 @@ class _Pending:
         with self._lock:
             self._entries.append(entry)
             full = len(self._entries) >= BATCH_ROWS
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="audit-log", daemon=True)
-                self._thread.start()
+        self.add_thread()
         if full:
             self._wake.set()
 
@@ -121,33 +120,40 @@ class _Pending:
             log.warning("audit_write_failed", entries=len(entries), error=repr(exc)[:300])
 
     def _loop(self) -> None:
-        while self._db() is not None:
+        idle = 0
+        while self._db() is not None and idle < _IDLE_ROUNDS:  # an idle writer ends; the next entry starts one
             self._wake.wait(FLUSH_SECONDS)
             self._wake.clear()
+            with self._lock:
+                idle = idle + 1 if not self._entries else 0
             self.flush()
+        with self._lock:
+            self._thread = None
+            restart = bool(self._entries)  # an entry added while it was ending
+        if restart:
+            self.add_thread()
 
-
-_PENDING: weakref.WeakKeyDictionary[Database, _Pending] = weakref.WeakKeyDictionary()
-_PENDING_LOCK = threading.Lock()
+    def add_thread(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="audit-log", daemon=True)
+                self._thread.start()
 
 
 def _pending(db: Database) -> _Pending:
-    with _PENDING_LOCK:
-        found = _PENDING.get(db)
-        if found is None:
-            found = _PENDING[db] = _Pending(db)
-        return found
+    """The Database's pending entries (one holder per Database, in its registry: a test's Database starts with
+    none). A holder is flushed at exit too."""
+    def make() -> _Pending:
+        holder = _Pending(db)
+        atexit.register(holder.flush)
+        return holder
+
+    return db.caches.lru("audit.pending", maxsize=1).setdefault("entries", make)
 
 
 def flush(db: Database) -> None:
-    """Write this process's pending entries now (before reading the log, and at exit)."""
+    """Write this process's pending entries now (before reading the log)."""
     _pending(db).flush()
-
-
-@atexit.register
-def _flush_all() -> None:
-    for pending in list(_PENDING.values()):
-        pending.flush()
 
 
 def cli_actor() -> str:

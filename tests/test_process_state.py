@@ -17,6 +17,7 @@ _MUTABLE_CALLS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", 
 ALLOWED = {
     ("api/db.py", "_db"): "the process's Database itself (set by the app factory, the CLI root and tests)",
     ("api/activity/service.py", "_job"): "a spawned rebuild process's own Database and plan (pool initializer)",
+    ("api/erasure/slack.py", "_CHILD"): "a spawned erasure process's own Database and request (pool initializer)",
 }
 
 
