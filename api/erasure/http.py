@@ -5,7 +5,6 @@ by posting it again (or by `chronicle erase`)."""
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
 import structlog
@@ -18,8 +17,7 @@ from api.db import get_db
 from api.erasure import ledger
 from api.erasure import network as network_erasure
 from api.erasure import slack as slack_erasure
-from api.errors import InvalidInput
-from api.retention.http import NETWORK_PATH, admin_documented, admins_only, network_archive, slack_archive
+from api.retention.http import NETWORK_PATH, admin_documented, admins_only, network_archive, parse_id, slack_archive
 from api.slack.codec import ID_PATTERN
 from api.slack.files import store_from_settings
 from api.slack.schemas import path_parameters
@@ -98,11 +96,7 @@ def one(team_id: str, request_id: str):
 
 
 def _one(archive: str, request_id: str) -> dict[str, Any]:
-    try:
-        parsed = uuid.UUID(request_id)
-    except ValueError:
-        raise InvalidInput(f"{request_id!r} is not a request id") from None
-    return _shown(ledger.get(get_db(), archive, parsed))
+    return _shown(ledger.get(get_db(), archive, parse_id(request_id, "a request id")))
 
 
 @blp.route("/slack/<team_id>/dry-run", methods=["POST"], parameters=path_parameters("team_id"))

@@ -59,6 +59,19 @@ def network_archive(network: str) -> str:
     return f"network:{network}"
 
 
+def parse_id(value: str, what: str) -> uuid.UUID:
+    """A UUID from a path (a hold's, an erasure request's): 400 naming what it should have been."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidInput(f"{value!r} is not {what}") from None
+
+
+def _release(archive: str, hold_id: str) -> Any:
+    return policies.release_hold(get_db(), archive, parse_id(hold_id, "a hold id"), by="admin", via="rest",
+                                 remote=request.remote_addr)
+
+
 NETWORK_PATH = [{"in": "path", "name": "network", "required": True, "description": "a follower network's name",
                  "schema": {"type": "string", "pattern": NETWORK_PATTERN}}]
 
@@ -183,11 +196,7 @@ def create_hold(args: dict[str, Any], team_id: str):
 def release_hold(team_id: str, hold_id: str):
     """Release a hold (recorded in the audit log); releasing a released hold changes nothing."""
     archive = _archive(team_id)
-    try:
-        parsed = uuid.UUID(hold_id)
-    except ValueError:
-        raise InvalidInput(f"{hold_id!r} is not a hold id") from None
-    return policies.release_hold(get_db(), archive, parsed, by="admin", via="rest", remote=request.remote_addr)
+    return _release(archive, hold_id)
 
 
 # -- follower networks ----------------------------------------------------------------------------------------------
@@ -236,8 +245,4 @@ def create_network_hold(args: dict[str, Any], network: str):
 def release_network_hold(network: str, hold_id: str):
     """Release a hold (recorded in the audit log); releasing a released hold changes nothing."""
     archive = network_archive(network)
-    try:
-        parsed = uuid.UUID(hold_id)
-    except ValueError:
-        raise InvalidInput(f"{hold_id!r} is not a hold id") from None
-    return policies.release_hold(get_db(), archive, parsed, by="admin", via="rest", remote=request.remote_addr)
+    return _release(archive, hold_id)
