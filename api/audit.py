@@ -3,8 +3,10 @@ pages, exports and reports printed by the CLI — as one append-only row: who (a
 what (the route and the path read), when, from where, and the answer's status.
 
 Rows are written without waiting (the request does not wait for the log): a request appends its entry to its
-process's pending entries, which a background thread writes every FLUSH_SECONDS (or at BATCH_ROWS entries) as one
-single-partition batch, so a page costs an append, not a driver request (measured: bench/hotpath.py --ab-audit).
+process's pending entries, which a background thread sends every FLUSH_SECONDS (or at BATCH_ROWS entries) as one
+single-partition batch without waiting for the answer (a wait is a wake-up of the writer per batch, and worker CPU:
+measured, bench/hotpath.py --ab-audit), so a page costs an append, not a driver request. Entry ids are the holder's
+random prefix and a count (no random draw per entry).
 Partitioned by UTC day and one of SHARDS shards (each batch picks one at random: a busy day spreads over the
 cluster); rows expire after CHRONICLE_AUDIT_RETENTION_DAYS. A process that dies loses at most its last
 FLUSH_SECONDS of entries (an entry was never a condition of the read it records). Admins read a time range
@@ -15,6 +17,7 @@ paged by (time, id).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import heapq
 import itertools
@@ -33,9 +36,9 @@ from api.db import Database, Statement
 TABLES = frozenset({"audit_log"})
 
 SHARDS = 32
-BATCH_ROWS = 64  # entries of one batch at most (one partition: one mutation)
-FLUSH_SECONDS = 0.1  # how long an entry waits at most in its process before it is written
-_IDLE_ROUNDS = 50  # a writer thread with nothing to write for this many rounds (5 s) ends
+BATCH_ROWS = 128  # entries of one batch at most (one partition: one mutation)
+FLUSH_SECONDS = 0.5  # how long an entry waits at most in its process before it is written
+_IDLE_ROUNDS = 10  # a writer thread with nothing to write for this many rounds (5 s) ends
 DAY_US = 86_400_000_000
 MAX_RANGE_DAYS = 31
 
@@ -72,15 +75,20 @@ def record(db: Database, *, actor: str, via: str, action: str, target: str, stat
            token: str | bytes | None = None, remote: str | None = None, wait: bool = False) -> None:
     """Append one entry; without `wait` the caller does not wait for the write (a request). A failed write is
     logged: the read it records is not refused."""
+    pending = _pending(db)
     at_us = int(db.clock.time() * 1_000_000)
-    entry = (at_us, secrets.token_hex(8), actor, token_id(token), via, action[:300], target[:2000], status, remote)
+    entry = (at_us, pending.next_id(), actor, token_id(token), via, action[:300], target[:2000], status, remote)
     if not wait:
-        _pending(db).add(entry)
+        pending.add(entry)
         return
     try:  # a command: written before it returns (its process may end right after)
         db.execute(RECORD, _params(db, entry, secrets.randbelow(SHARDS)))
     except Exception as exc:  # noqa: BLE001 - the audit log must never turn a read into an error
         log.warning("audit_write_failed", error=repr(exc)[:300])
+
+
+def _failed(exc: BaseException, entries: int) -> None:
+    log.warning("audit_write_failed", entries=entries, error=repr(exc)[:300])
 
 
 def _params(db: Database, entry: tuple, shard: int) -> tuple:
@@ -97,6 +105,12 @@ class _Pending:
         self._entries: list[tuple] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        # Entry ids: a random prefix per holder and a count (unique without a random draw per entry).
+        self._ids = itertools.count()
+        self._prefix = secrets.token_hex(5)
+
+    def next_id(self) -> str:
+        return f"{self._prefix}{next(self._ids):06x}"
 
     def add(self, entry: tuple) -> None:
         with self._lock:
@@ -106,18 +120,32 @@ class _Pending:
         if full:
             self._wake.set()
 
-    def flush(self) -> None:
+    def flush(self, *, wait: bool = False) -> None:
+        """Send the pending entries, one partition a batch; `wait`: until the node answered (a failure is
+        logged either way: the reads they record were answered)."""
         with self._lock:
             entries, self._entries = self._entries, []
         db = self._db()
         if not entries or db is None:
             return
-        shard = secrets.randbelow(SHARDS)  # one partition per day in the batch
-        try:
-            db.execute_many([(RECORD, _params(db, e, shard)) for e in entries], batch_size=BATCH_ROWS,
-                            partitions_per_batch=1)
-        except Exception as exc:  # noqa: BLE001 - logged; the reads they record were answered
-            log.warning("audit_write_failed", entries=len(entries), error=repr(exc)[:300])
+        shard = secrets.randbelow(SHARDS)
+        by_day: dict[int, list[tuple]] = {}
+        for entry in entries:
+            by_day.setdefault(entry[0] // DAY_US, []).append(_params(db, entry, shard))
+        sent = []
+        for rows in by_day.values():
+            for start in range(0, len(rows), BATCH_ROWS):
+                batch = rows[start:start + BATCH_ROWS]
+                try:
+                    future = db.send_partition(RECORD, batch)
+                except Exception as exc:  # noqa: BLE001 - logged, as a failed answer
+                    _failed(exc, len(batch))
+                    continue
+                future.add_errback(_failed, len(batch))
+                sent.append(future)
+        for future in sent if wait else ():
+            with contextlib.suppress(Exception):  # logged by the errback
+                future.result()
 
     def _loop(self) -> None:
         idle = 0
@@ -145,15 +173,15 @@ def _pending(db: Database) -> _Pending:
     none). A holder is flushed at exit too."""
     def make() -> _Pending:
         holder = _Pending(db)
-        atexit.register(holder.flush)
+        atexit.register(holder.flush, wait=True)
         return holder
 
     return db.caches.lru("audit.pending", maxsize=1).setdefault("entries", make)
 
 
 def flush(db: Database) -> None:
-    """Write this process's pending entries now (before reading the log)."""
-    _pending(db).flush()
+    """Write this process's pending entries now and wait for them (before reading the log)."""
+    _pending(db).flush(wait=True)
 
 
 def cli_actor() -> str:

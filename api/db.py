@@ -351,6 +351,17 @@ class Database:
                       ) -> ResponseFuture:
         return self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout)
 
+    def send_partition(self, statement: Statement, rows: Sequence[Params]) -> ResponseFuture:
+        """One partition's rows of `statement` as one unlogged batch (one mutation, exempt from the batch size
+        thresholds), sent without waiting: for appends nothing waits for (the audit log). The caller adds its
+        callbacks to the future."""
+        prepared = self.prepared(statement)
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=prepared.consistency_level)
+        for params in rows:
+            batch.add(prepared, params)
+        batch.is_idempotent = statement.idempotent
+        return self.session.execute_async(batch, timeout=self.settings.request_timeout)
+
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
                      batch_size: int = 1, partitions_per_batch: int = _BATCH_PARTITIONS,
                      progress: Callable[[int], None] | None = None) -> int:
