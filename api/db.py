@@ -100,7 +100,7 @@ class Statement:
     """
 
     def __init__(self, cql: str, *, name: str | None = None, consistency: int | None = None,
-                 idempotent: bool = True, unpaged: bool = False) -> None:
+                 idempotent: bool = True, unpaged: bool = False, many_partitions: bool = False) -> None:
         self.cql = " ".join(cql.split())
         table = _TABLE_RE.search(self.cql)
         self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
@@ -109,6 +109,9 @@ class Statement:
         self.consistency = consistency
         self.idempotent = idempotent
         self.unpaged = unpaged
+        # `IN ?` on the partition key of a write: one statement over many partitions (each a mutation of its own on
+        # the node, as in a batch), never put into a batch of others (the node's batch thresholds count them).
+        self.many_partitions = many_partitions
         # DDL never goes through Statement, so IF here is always a lightweight transaction.
         self.conditional = _CONDITIONAL_RE.search(self.cql) is not None
 
@@ -451,8 +454,9 @@ class Database:
         """(statements, request) for each batch or lone write of `execute_together`."""
         groups: dict[tuple[bool, int], list[tuple[Statement, Any]]] = {}
         for stmt, params in writes:
-            if stmt.conditional:
-                raise ValueError(f"{stmt.name}: a lightweight transaction cannot join a batch of other partitions")
+            if stmt.conditional or stmt.many_partitions:
+                raise ValueError(f"{stmt.name}: a lightweight transaction or a write over many partitions cannot "
+                                 "join a batch of other partitions")
             prepared = self.prepared(stmt)
             groups.setdefault((self._is_counter(prepared), prepared.consistency_level), []).append(
                 (stmt, self._bind(stmt, params)))
@@ -495,6 +499,9 @@ class Database:
         prepared = {id(stmt): self.prepared(stmt) for stmt, _ in chunk}
         if batch_size <= 1:
             return [(prepared[id(stmt)], params, 1, stmt) for stmt, params in chunk]
+        alone = [(prepared[id(stmt)], params, 1, stmt) for stmt, params in chunk if stmt.many_partitions]
+        if alone:
+            chunk = [write for write in chunk if not write[0].many_partitions]
         # Grouped by first replica (one local mutation per partition on it, not a coordinator fan-out), and
         # at most _BATCH_PARTITIONS partitions per batch (rows of one partition kept together): Cassandra warns
         # about unlogged batches across more partitions than that.
@@ -540,7 +547,7 @@ class Database:
                 size += row_size
             if part:
                 flush(part)
-        return out
+        return alone + out
 
     def execute_conditional_batch(self, writes: Sequence[tuple[Statement, Params]]) -> Any:
         """One partition's writes as one logged batch that applies only if every statement's IF holds (a

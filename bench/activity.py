@@ -48,7 +48,6 @@ import dataclasses
 import json
 import multiprocessing
 import random
-import re
 import sys
 import tempfile
 import threading
@@ -66,7 +65,7 @@ from api.db import Database, Statement, without_none
 from api.node.config import NodeSpec
 from api.node.tools import keyspace_data_dir, nodetool
 from api.observability import configure_logging
-from bench.scale_common import _percentile, local_node, scratch_keyspace, write_result
+from bench.scale_common import _percentile, local_node, scratch_keyspace, settle, write_result
 from bench.slack_history import CHRONICLE, _env, _measured, _note
 from tests.fakes.slack_export import ExportSpec, write_export
 
@@ -142,20 +141,6 @@ def timed_calls(fn: Callable[[Any], object], targets: list[Any], *, concurrency:
     if failures:
         raise failures[0]
     return {"concurrency": concurrency, **_latency([x for share in shares for x in share], wall)}
-
-
-def _settle(node: NodeSpec, keyspace: str, limit: float = 300.0) -> float:
-    """Flush `keyspace` and wait until the node runs no compaction; the seconds waited."""
-    started = time.perf_counter()
-    nodetool(node, "flush", keyspace)
-    while time.perf_counter() - started < limit:
-        report = nodetool(node, "compactionstats")
-        pending = re.search(r"^pending tasks\s+(\d+)", report, re.MULTILINE)
-        running = re.search(r"^\s*id\s+compaction type", report, re.MULTILINE | re.IGNORECASE)
-        if pending is not None and int(pending.group(1)) == 0 and running is None:
-            break
-        time.sleep(2)
-    return round(time.perf_counter() - started, 1)
 
 
 def table_on_disk(node: NodeSpec, keyspace: str, table: str) -> dict[str, Any]:
@@ -490,7 +475,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             scratch_keyspace("act", keep=args.keep, request_timeout=60.0) as db:
         result["keyspace"] = db.keyspace
         result["archive"] = make_archive(db, spec, Path(tmp))
-        result["settle_after_import_seconds"] = _settle(node, db.keyspace)
+        result["settle_after_import_seconds"] = settle(node, db.keyspace)
         result["rebuild"] = bench_rebuild(db, first, last)
         zones = Archive.slack(TEAM).all_accounts(db)
         days = {a: account_days(db, a, tz, first, last, with_events=False) for a, tz in sorted(zones.items())}
@@ -499,7 +484,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["undecodable_days"] = {"count": len(refused), "of": sum(len(found) for found in days.values()),
                                       "accounts": len({a for a, _d in refused}), "first": refused[:5]}
         _note("undecodable_days", result["undecodable_days"])
-        result["settle_before_reads_seconds"] = _settle(node, db.keyspace)
+        result["settle_before_reads_seconds"] = settle(node, db.keyspace)
         result["reads"] = bench_reads(db, days, first, last, args.rounds)
         result["storage"] = bench_storage(db, node, zones, days, first, last)
     result["seconds"] = round(time.perf_counter() - started, 1)

@@ -2,7 +2,8 @@
 the run does to timeline reads beside it.
 
     .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
-                                        [--seconds 10] [--channel-keep C:N ...] [--parallel 8] [--keep]
+                                        [--seconds 10] [--channel-keep C:N ...] [--parallel 8]
+                                        [--then KEEP_DAYS:PARALLEL ...] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -10,11 +11,15 @@ In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
    and 400 users, through the ingest's history path (`ingest.history_rows`: what an export import writes:
    message rows, listings, search postings of 6-14 Zipf words, activity index, posts index, marks), 12% thread
    replies, 8% with a reaction.
-2. Quiet timeline reads: the newest page (50) of a random channel, `messages.timeline`, p50/p99 at
-   concurrency 4 for `--seconds` (threads).
+2. Quiet timeline reads: the newest page (50) of a random channel, `messages.timeline`, p50/p99 from 4 threads
+   of a process of their own (as the API's are: the run's Python does not share their GIL) for `--seconds`.
 3. The retention run (`--keep-days` for the workspace; `--channel-keep C:N` gives channel policies) while the
-   same timeline reads run beside it in threads: the run's wall time, messages deleted per second, the reads'
-   p50/p99 during the run.
+   same reads run beside it: the run's wall time, messages deleted per second, the reads' p50/p99 during the
+   run. Each `--then KEEP_DAYS:PARALLEL` runs again with a shorter policy (the days between the two cutoffs
+   expire) and its own parallelism: several runs compared on one load, e.g. a density of 50,000 messages a day
+   (what "5M of a 10M workspace expire under a 90-day policy" means) with `--messages 250000 --days 5
+   --keep-days 3 --then 1:2`.
+   The node is flushed and left to finish its compactions after the load and before each run.
 4. Checks: the messages left (counted by the node, channel-day by channel-day) equal those of the kept days; a
    sample of expired messages' words finds nothing in search; tombstone warnings in the node's log since start.
 
@@ -24,6 +29,7 @@ Prints one JSON object and writes it under bench/results/.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import sys
 import threading
@@ -39,7 +45,7 @@ from api.slack import ingest, messages, search
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
 from api.slack.timeutil import US_PER_DAY, day_of, us_to_ts
-from bench.scale_common import local_node, log_offset, measure, scratch_keyspace, tombstone_warnings, write_result
+from bench.scale_common import local_node, log_offset, scratch_keyspace, settle, tombstone_warnings, write_result
 
 TEAM = "TRETBENCH"
 US = 1_000_000
@@ -100,20 +106,50 @@ def load(db: Database, *, messages_total: int, days: int, channels: list[str], t
     return {"per_day": per_day, "samples": samples, "seconds": round(time.perf_counter() - started, 1)}
 
 
-def timeline_reader(db: Database, channels: list[str], seed: int = 11):
-    rnd = random.Random(seed)
+class ReadsBeside:
+    """Timeline reads (the newest page of 50 of a random channel, `messages.timeline`) from 4 threads of a process
+    of their own, as the API's would be: the run's Python (its GIL) is not theirs. Latencies come back at `stop`."""
 
-    def read() -> None:
-        messages.timeline(db, TEAM, [rnd.choice(channels)], limit=50)
+    def __init__(self, db: Database, channels: list[str], seed: int = 11) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._stop = ctx.Event()
+        self._receiver, sender = ctx.Pipe(duplex=False)
+        settings, keyspace = db.settings, db.keyspace
 
-    return read
+        def child() -> None:
+            from api import db as db_module
 
+            db_module.set_db(Database(settings, keyspace=keyspace))  # the parent's driver did not survive the fork
+            latencies: list[float] = []
+            lock = threading.Lock()
 
-def _read_until(read, stop: threading.Event, latencies: list[float]) -> None:
-    while not stop.is_set():
-        started = time.perf_counter()
-        read()
-        latencies.append(time.perf_counter() - started)
+            def loop(n: int) -> None:
+                rnd = random.Random(seed + n)
+                mine = []
+                while not self._stop.is_set():
+                    started = time.perf_counter()
+                    messages.timeline(db_module.get_db(), TEAM, [rnd.choice(channels)], limit=50)
+                    mine.append(time.perf_counter() - started)
+                with lock:
+                    latencies.extend(mine)
+
+            threads = [threading.Thread(target=loop, args=(n,)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            sender.send(latencies)
+
+        self._process = ctx.Process(target=child, daemon=True)
+        self._process.start()
+        sender.close()
+        self.started = time.perf_counter()
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        latencies = self._receiver.recv()
+        self._process.join(timeout=30)
+        return _percentiles(latencies, time.perf_counter() - self.started)
 
 
 def _percentiles(latencies: list[float], seconds: float) -> dict[str, Any]:
@@ -137,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of quiet reads")
     parser.add_argument("--parallel", type=int, default=retention.PARALLEL,
                         help="channel-days expired side by side (the run's --parallel)")
+    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL",
+                        help="another run after the first, with a shorter workspace policy (the days between the "
+                             "two cutoffs expire) and its own --parallel; repeatable: several runs of one load")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -149,33 +188,40 @@ def main(argv: list[str] | None = None) -> int:
         say(f"loading {args.messages:,} messages over {args.days} days in {args.channels} channels ...")
         loaded = load(db, messages_total=args.messages, days=args.days, channels=channels, today=today)
         result["load_seconds"] = loaded["seconds"]
+        result["settled_after_load_seconds"] = settle(node, db.keyspace)  # "quiet" means no compaction running
         archive = f"slack:{TEAM}"
         policies.set_policy(db, archive, policies.WHOLE, args.keep_days, by="bench")
         for spec in args.channel_keep:
             number, _, days = spec.partition(":")
             policies.set_policy(db, archive, channels[int(number)], int(days), by="bench")
-        reader = timeline_reader(db, channels)
         say("quiet timeline reads ...")
-        result["timeline_quiet"] = measure(reader, seconds=args.seconds, concurrency=4, mode="threads")
-        dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
-        result["plan"] = plan.to_json()
-        result["dry_run"] = dry.to_json()
-        say(f"dry run: {dry.counts}")
-        stop = threading.Event()
-        latencies: list[float] = []
-        beside = [threading.Thread(target=_read_until, args=(reader, stop, latencies)) for _ in range(4)]
-        for thread in beside:
-            thread.start()
-        started = time.perf_counter()
-        done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=args.parallel)
-        seconds = time.perf_counter() - started
-        stop.set()
-        for thread in beside:
-            thread.join()
-        result["timeline_during_run"] = _percentiles(latencies, seconds)
-        result["run"] = {**done.to_json(), "seconds": round(seconds, 1),
-                         "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1)}
-        say(f"run: {result['run']}")
+        quiet = ReadsBeside(db, channels)
+        time.sleep(args.seconds)
+        result["timeline_quiet"] = quiet.stop()
+        steps = [(args.keep_days, args.parallel)] + [(int(k), int(p)) for k, _, p in
+                                                      (spec.partition(":") for spec in args.then)]
+        result["runs"] = []
+        for keep_days, parallel in steps:
+            policies.set_policy(db, archive, policies.WHOLE, keep_days, by="bench")
+            dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
+            say(f"keep {keep_days} days, parallel {parallel}: dry run {dry.counts}")
+            settled = settle(node, db.keyspace)
+            beside = ReadsBeside(db, channels)
+            time.sleep(1.0)  # its connections made before the run starts
+            say("running ...")
+            started = time.perf_counter()
+            done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel)
+            seconds = time.perf_counter() - started
+            run = {"keep_days": keep_days, "parallel": parallel, "plan": plan.to_json(), "dry_run": dry.to_json(),
+                   **done.to_json(), "seconds": round(seconds, 1),
+                   "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1),
+                   "dry_run_equal": dry.counts.get("messages") == done.counts.get("messages"),
+                   "settled_seconds": settled,
+                   "timeline_during_run": beside.stop()}
+            run["p99_vs_quiet"] = round(run["timeline_during_run"]["p99_ms"] / result["timeline_quiet"]["p99_ms"], 2)
+            result["runs"].append(run)
+            say(f"run: {run['counts']} in {run['seconds']} s ({run['messages_per_second']}/s), reads beside: "
+                f"{run['timeline_during_run']} ({run['p99_vs_quiet']}x the quiet p99)")
         cutoffs = plan.cutoffs
         expected_left = sum(n for day, n in loaded["per_day"].items() if day >= max(cutoffs.values()))
         if len(set(cutoffs.values())) == 1:

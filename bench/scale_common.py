@@ -659,3 +659,17 @@ def served(settings: Settings, logs: Path, *, workers: int = 3, threads: int = 8
         yield Served(port, master, started)
     finally:
         _stop([*started.values(), master])
+
+
+def settle(node: NodeSpec, keyspace: str, limit: float = 300.0) -> float:
+    """Flush `keyspace` and wait until the node runs no compaction; the seconds waited."""
+    started = time.perf_counter()
+    nodetool(node, "flush", keyspace)
+    while time.perf_counter() - started < limit:
+        report = nodetool(node, "compactionstats")
+        pending = re.search(r"^pending tasks\s+(\d+)", report, re.MULTILINE)
+        running = re.search(r"^\s*id\s+compaction type", report, re.MULTILINE | re.IGNORECASE)
+        if pending is not None and int(pending.group(1)) == 0 and running is None:
+            break
+        time.sleep(2)
+    return round(time.perf_counter() - started, 1)

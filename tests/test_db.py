@@ -146,3 +146,32 @@ def test_replicas_needed_per_consistency_level():
 
 def test_a_single_node_serves_the_default_levels(db: Database):
     assert db.serving_shortfall() is None
+
+
+def test_a_write_over_many_partitions_goes_alone_and_every_partition_it_names_goes(db: Database):
+    """An `IN ?` delete over 300 search (term, day) partitions, among single-partition deletes sent batched: it is
+    never put into a batch (each of its partitions would count toward the node's batch thresholds), and every
+    partition it names is gone while the partitions it does not name stay."""
+    from api.slack import search_index
+
+    team = f"TIN{secrets.token_hex(3)}"
+    terms = [f"w{n}" for n in range(320)]
+    db.execute_many([(search_index.INSERT_POSTING, (team, term, 5, 1000 + n, "C1")) for n, term in
+                     enumerate(terms)], batch_size=10)
+    doomed, lone, kept = terms[:300], terms[300:310], set(terms[310:])
+    writes = [*search_index.expire_posting_writes(db, team, "C1", [(t, 5 * 86_400_000_000) for t in doomed],
+                                                  whole_before=6),
+              *[(search_index.DELETE_TERM_DAY_POSTINGS, (team, t, 5)) for t in lone]]
+    # 300 terms: IN lists of 200 and 100 for their day's partitions, and for their listings' days before the cutoff
+    assert sorted(len(p[1]) for stmt, p in writes if stmt.many_partitions) == [100, 100, 200, 200]
+    requests = db._many_requests(writes, 10)
+    for request, _params, _rows, stmt in requests:
+        if isinstance(request, BatchStatement):
+            assert not stmt.many_partitions
+            assert len({tuple(values[:3]) for _p, _s, values in request._statements_and_parameters}) <= 10
+    assert sum(1 for r in requests if r[3].many_partitions) == 4  # each alone
+    db.execute_many(writes, batch_size=10)
+    left = {t for t in terms if list(db.execute(search_index.SELECT_POSTINGS, (team, t, 5, 2**63 - 1, 0, 10)))}
+    assert left == kept
+    with pytest.raises(ValueError, match="many partitions"):
+        db.execute_together(writes[:2])

@@ -212,11 +212,16 @@ class Run:
         whole = self.plan.whole_before is not None and listed.day < self.plan.whole_before
         with self._lock:  # the run's shared sets: term-days dropped, users of whole days
             derived = self._postings(channel_id, rows, whole) + self._activity(channel_id, listed.day, rows, whole)
-        self.db.execute_many(derived, batch_size=_BATCH)
+        self.db.execute_many(derived, batch_size=_BATCH)  # IN-list deletes go alone (Statement.many_partitions)
         self.db.execute_many(messages.expire_day_writes(team_id, channel_id, parts, rows), batch_size=_BATCH)
-        dropped = Counter("posting_partitions_dropped" if "term-day" in statement.name else "postings_deleted"
-                          for statement, _params in derived
-                          if statement.name.startswith("DELETE slack_search_postings"))
+        dropped: Counter[str] = Counter()
+        for statement, params in derived:
+            if statement is search_index.DELETE_TERMS_DAY_POSTINGS:
+                dropped["posting_partitions_dropped"] += len(params[1])
+            elif statement is search_index.DELETE_TERM_DAY_POSTINGS:
+                dropped["posting_partitions_dropped"] += 1
+            elif statement is search_index.DELETE_POSTING:
+                dropped["postings_deleted"] += 1
         with self._lock:
             self.counts.update(dropped)
         return True

@@ -181,6 +181,19 @@ DELETE_TERM_DAY = Statement("DELETE FROM slack_search_term_days WHERE team_id = 
 # a run: the memtable keeps the newest), not one row tombstone per day a search may scan.
 UNLIST_TERM_DAYS = Statement("DELETE FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day < ?",
                              name="DELETE slack_search_term_days (before)")
+# Whole days (retention): many terms' partitions of one day, and many terms' listings, by one statement each: the
+# node applies one mutation per partition as for a batch, the client binds one statement instead of a hundred
+# (measured: ~15 -> ~2 us of client CPU a partition, the node's ~10 us unchanged).
+DELETE_TERMS_DAY_POSTINGS = Statement(
+    "DELETE FROM slack_search_postings WHERE team_id = ? AND term IN ? AND day = ?",
+    name="DELETE slack_search_postings (terms of a day)", many_partitions=True)
+UNLIST_TERMS_DAYS = Statement("DELETE FROM slack_search_term_days WHERE team_id = ? AND term IN ? AND day < ?",
+                              name="DELETE slack_search_term_days (terms, before)", many_partitions=True)
+# One message's postings under many terms (erasure): a row in each term's partition of its day.
+DELETE_TERMS_POSTING = Statement(
+    "DELETE FROM slack_search_postings WHERE team_id = ? AND term IN ? AND day = ? AND ts = ? AND channel_id = ?",
+    name="DELETE slack_search_postings (terms of a message)", many_partitions=True)
+TERMS_A_DELETE = 200  # partitions of one IN list
 
 
 def every_term(channel_id: str, user_id: str | None, texts: Iterable[str | None]) -> set[str]:
@@ -212,12 +225,16 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
     writes: list[Write] = []
     if whole_before is not None:
         keys = sorted(set(by_key) - dropped) if dropped is not None else sorted(by_key)
-        writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)) for term, day in keys]
+        terms_of_day: dict[int, list[str]] = {}
+        for term, day in keys:
+            terms_of_day.setdefault(day, []).append(term)
+        for day, day_terms in sorted(terms_of_day.items()):
+            writes += [(DELETE_TERMS_DAY_POSTINGS, (team_id, part, day)) for part in _parts(day_terms)]
         terms = sorted({t for t, _d in keys})
         if unlisted is not None:
             terms = [t for t in terms if t not in unlisted]
             unlisted.update(terms)
-        writes += [(UNLIST_TERM_DAYS, (team_id, term, whole_before)) for term in terms]
+        writes += [(UNLIST_TERMS_DAYS, (team_id, part, whole_before)) for part in _parts(terms)]
         if dropped is not None:
             dropped.update(keys)
         return writes
@@ -233,6 +250,10 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
     return writes
 
 
+def _parts(terms: list[str]) -> list[list[str]]:
+    return [terms[i:i + TERMS_A_DELETE] for i in range(0, len(terms), TERMS_A_DELETE)]
+
+
 def empty_term_day_writes(db: Database, team_id: str, term: str, days: Iterable[int]) -> list[Write]:
     """The listing rows (and partitions) of the days of `term` that no longer hold any posting."""
     reads = {day: db.execute_async(SELECT_POSTINGS, (team_id, term, day, 2**63 - 1, 0, 1)) for day in days}
@@ -244,9 +265,14 @@ def empty_term_day_writes(db: Database, team_id: str, term: str, days: Iterable[
 
 
 def delete_posting_writes(team_id: str, channel_id: str, postings: Iterable[tuple[str, int]]) -> list[Write]:
-    """Row deletes of postings (term, ts) of one channel, without reading: for terms that name no content (a
-    channel, a flag), whose day listing may stay (it then leads to a partition with nothing of these)."""
-    return [(DELETE_POSTING, (team_id, term, day_of(ts), ts, channel_id)) for term, ts in sorted(set(postings))]
+    """Row deletes of postings (term, ts) of one channel, without reading, one statement per message (its terms
+    in one IN list): for terms that name no content (a channel, a flag), whose day listing may stay (it then
+    leads to a partition with nothing of these)."""
+    terms_of: dict[int, list[str]] = {}
+    for term, ts in sorted(set(postings)):
+        terms_of.setdefault(ts, []).append(term)
+    return [(DELETE_TERMS_POSTING, (team_id, part, day_of(ts), ts, channel_id))
+            for ts, terms in terms_of.items() for part in _parts(terms)]
 
 
 def drop_term_day_writes(team_id: str, term: str, day: int) -> list[Write]:
