@@ -104,6 +104,7 @@ class Erasure:
         # (term, day) partitions whose postings of words this request deleted: read once at the end, dropped with
         # their listing row when nothing is left (a word of their messages alone is content).
         self.word_days: set[tuple[str, int]] = set()
+        self._author_days: set[int] = set()  # the days whose author-term partition this process dropped
 
     # -- where the person is ------------------------------------------------------------------------------------
 
@@ -176,16 +177,18 @@ class Erasure:
 
     def _empty_word_days(self) -> None:
         """The (term, day) partitions of words whose postings this request deleted: those left empty go with
-        their listing row. Read once each at the end (many messages and channels share a word's day)."""
-        by_term: dict[str, list[int]] = {}
+        their listing row. Read at the end (many messages and channels share a word's day), a day's terms by IN
+        lists (search_index.empty_day_terms_writes)."""
+        by_day: dict[int, list[str]] = {}
         for term, day in self.word_days:
-            by_term.setdefault(term, []).append(day)
+            by_day.setdefault(day, []).append(term)
         pool = self.db.executor(f"erasure-{self.parallel}", self.parallel)
-        futures = [pool.submit(search_index.empty_term_day_writes, self.db, self.team_id, term, sorted(days))
-                   for term, days in sorted(by_term.items())]
+        futures = [pool.submit(search_index.empty_day_terms_writes, self.db, self.team_id, day, terms)
+                   for day, terms in sorted(by_day.items())]
         writes = [w for future in futures for w in future.result()]
         self.db.execute_many(writes, batch_size=_BATCH)
-        self.counts["word_days_dropped"] += len(writes) // 2
+        self.counts["word_days_dropped"] += sum(len(params[1]) for stmt, params in writes
+                                                if stmt is search_index.DELETE_TERMS_DAY)
 
     def channel_day(self, channel_id: str, day: int) -> None:
         rows = messages.erasing_rows(self.db, self.team_id, channel_id, day)
@@ -247,9 +250,11 @@ class Erasure:
         writes = search_index.delete_posting_writes(team, channel_id, [(t, row.ts) for t in [*words, *structural]])
         with self._lock:
             self.word_days.update((t, day) for t in words)
+            first_of_day = day not in self._author_days
+            self._author_days.add(day)
         if self.channel_holds:
             writes += search_index.delete_posting_writes(team, channel_id, [(author, row.ts)])
-        else:
+        elif first_of_day:  # once a day: every message of theirs that day is in it
             writes += search_index.drop_term_day_writes(team, author, day)
         if is_head and not others_replied and row.replies:
             writes.append((messages.DELETE_THREAD, (team, channel_id, row.ts)))

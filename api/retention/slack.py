@@ -210,8 +210,9 @@ class Run:
             if self.files is not None:
                 self.files.delete(object_key(team_id, channel_id, ts, file_id))
         whole = self.plan.whole_before is not None and listed.day < self.plan.whole_before
-        with self._lock:  # the run's shared sets: term-days dropped, users of whole days
-            derived = self._postings(channel_id, rows, whole) + self._activity(channel_id, listed.day, rows, whole)
+        derived = self._postings(channel_id, listed.day, rows, whole)
+        with self._lock:  # the run's shared set of users met on whole days
+            derived += self._activity(channel_id, listed.day, rows, whole)
         self.db.execute_many(derived, batch_size=_BATCH)  # IN-list deletes go alone (Statement.many_partitions)
         self.db.execute_many(messages.expire_day_writes(team_id, channel_id, parts, rows), batch_size=_BATCH)
         dropped: Counter[str] = Counter()
@@ -228,18 +229,29 @@ class Run:
 
     # -- copies ---------------------------------------------------------------------------------------------------
 
-    def _postings(self, channel_id: str, rows: list[Any], whole: bool) -> list[Write]:
+    def _postings(self, channel_id: str, day: int, rows: list[Any], whole: bool) -> list[Write]:
+        if whole and self.plan.whole_before is not None:  # every row of a channel-day is of its UTC day
+            terms: set[str] = set()
+            for row in rows:
+                terms |= search_index.every_term(channel_id, row.user_id, self._texts(channel_id, row))
+            with self._lock:  # the run's shared sets: term-days dropped, terms unlisted
+                if len(self._unlisted) > UNLISTED_MAX:
+                    self._unlisted.clear()
+                return search_index.expire_day_terms_writes(self.plan.team_id, day, terms,
+                                                            whole_before=self.plan.whole_before,
+                                                            dropped=self._dropped, unlisted=self._unlisted)
         postings = []
         for row in rows:
-            texts = [messages.searchable_text(row), row.original_text]
-            if row.edited_ts is not None or row.edit_times:
-                texts += messages.version_texts(self.db, self.plan.team_id, channel_id, row.ts)
-            postings += [(term, row.ts) for term in search_index.every_term(channel_id, row.user_id, texts)]
-        if len(self._unlisted) > UNLISTED_MAX:
-            self._unlisted.clear()
+            postings += [(term, row.ts)
+                         for term in search_index.every_term(channel_id, row.user_id, self._texts(channel_id, row))]
         return search_index.expire_posting_writes(self.db, self.plan.team_id, channel_id, postings,
-                                                  whole_before=self.plan.whole_before if whole else None,
-                                                  dropped=self._dropped, unlisted=self._unlisted)
+                                                  whole_before=None)
+
+    def _texts(self, channel_id: str, row: Any) -> list[str | None]:
+        texts = [messages.searchable_text(row), row.original_text]
+        if row.edited_ts is not None or row.edit_times:
+            texts += messages.version_texts(self.db, self.plan.team_id, channel_id, row.ts)
+        return texts
 
     def _activity(self, channel_id: str, msg_day: int, rows: list[Any], whole: bool) -> list[Write]:
         """The activity index rows and posts naming this channel-day; whole days' go by range at the end. The

@@ -193,6 +193,12 @@ UNLIST_TERMS_DAYS = Statement("DELETE FROM slack_search_term_days WHERE team_id 
 DELETE_TERMS_POSTING = Statement(
     "DELETE FROM slack_search_postings WHERE team_id = ? AND term IN ? AND day = ? AND ts = ? AND channel_id = ?",
     name="DELETE slack_search_postings (terms of a message)", many_partitions=True)
+DELETE_TERMS_DAY = Statement("DELETE FROM slack_search_term_days WHERE team_id = ? AND term IN ? AND day = ?",
+                             name="DELETE slack_search_term_days (terms of a day)", many_partitions=True)
+# Which of many terms' partitions of one day still hold a posting: a row of each that does.
+SELECT_TERMS_HELD = Statement(
+    "SELECT term FROM slack_search_postings WHERE team_id = ? AND term IN ? AND day = ? PER PARTITION LIMIT 1",
+    name="SELECT slack_search_postings (terms held)")
 TERMS_A_DELETE = 200  # partitions of one IN list
 
 
@@ -224,19 +230,12 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
         by_key.setdefault((term, day_of(ts)), set()).add(ts)
     writes: list[Write] = []
     if whole_before is not None:
-        keys = sorted(set(by_key) - dropped) if dropped is not None else sorted(by_key)
-        terms_of_day: dict[int, list[str]] = {}
-        for term, day in keys:
-            terms_of_day.setdefault(day, []).append(term)
+        terms_of_day: dict[int, set[str]] = {}
+        for term, day in by_key:
+            terms_of_day.setdefault(day, set()).add(term)
         for day, day_terms in sorted(terms_of_day.items()):
-            writes += [(DELETE_TERMS_DAY_POSTINGS, (team_id, part, day)) for part in _parts(day_terms)]
-        terms = sorted({t for t, _d in keys})
-        if unlisted is not None:
-            terms = [t for t in terms if t not in unlisted]
-            unlisted.update(terms)
-        writes += [(UNLIST_TERMS_DAYS, (team_id, part, whole_before)) for part in _parts(terms)]
-        if dropped is not None:
-            dropped.update(keys)
+            writes += expire_day_terms_writes(team_id, day, day_terms, whole_before=whole_before, dropped=dropped,
+                                              unlisted=unlisted)
         return writes
     reads = {key: db.execute_async(SELECT_POSTINGS, (team_id, key[0], key[1], 2**63 - 1, 0, len(mine) + 1))
              for key, mine in by_key.items()}
@@ -261,6 +260,38 @@ def empty_term_day_writes(db: Database, team_id: str, term: str, days: Iterable[
     for day, future in sorted(reads.items()):
         if not list(future.result()):
             writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
+    return writes
+
+
+def expire_day_terms_writes(team_id: str, day: int, terms: set[str], *, whole_before: int,
+                            dropped: set[tuple[str, int]] | None = None, unlisted: set[str] | None = None
+                            ) -> list[Write]:
+    """Every message of the workspace before `whole_before` goes: the (term, day) partitions of `terms` on `day`
+    are dropped whole (IN lists), and each term's listing loses its days before the cutoff (one range each).
+    `dropped` / `unlisted`: what this run already dropped, left out and updated."""
+    fresh = sorted(terms - {t for t in terms if (t, day) in dropped}) if dropped is not None else sorted(terms)
+    writes: list[Write] = [(DELETE_TERMS_DAY_POSTINGS, (team_id, part, day)) for part in _parts(fresh)]
+    unlist = fresh
+    if unlisted is not None:
+        unlist = [t for t in fresh if t not in unlisted]
+        unlisted.update(unlist)
+    writes += [(UNLIST_TERMS_DAYS, (team_id, part, whole_before)) for part in _parts(unlist)]
+    if dropped is not None:
+        dropped.update((t, day) for t in fresh)
+    return writes
+
+
+def empty_day_terms_writes(db: Database, team_id: str, day: int, terms: Iterable[str]) -> list[Write]:
+    """Of `terms`' partitions of one day, those no longer holding any posting, with their listing rows: one read
+    and two deletes per TERMS_A_DELETE terms."""
+    parts = _parts(sorted(set(terms)))
+    reads = [(part, db.execute_async(SELECT_TERMS_HELD, (team_id, part, day))) for part in parts]
+    writes: list[Write] = []
+    for part, future in reads:
+        held = {row.term for row in future.result()}
+        empty = [term for term in part if term not in held]
+        if empty:
+            writes += [(DELETE_TERMS_DAY_POSTINGS, (team_id, empty, day)), (DELETE_TERMS_DAY, (team_id, empty, day))]
     return writes
 
 
