@@ -74,10 +74,11 @@ def show(team: str | None, network: str | None, runs: int) -> None:
 @click.option("--dry-run", is_flag=True, help="Count what would go (messages; posts, likes), delete nothing.")
 @click.option("--today", default=None, help="The day the policies count back from, YYYY-MM-DD [default: today, "
                                             "UTC].")
-@click.option("--parallel", type=click.IntRange(1, 64), default=slack_retention.PARALLEL, show_default=True,
-              help="Channel-days (accounts: --network) expired side by side (fewer: gentler on reads).")
+@click.option("--parallel", type=click.IntRange(1, 64), default=None,
+              help=f"Channel-days (accounts: --network) expired side by side (fewer: gentler on reads) [default: "
+                   f"{slack_retention.PARALLEL}; --network: {network_retention.PARALLEL}].")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
-def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int,
+def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int | None,
         progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
@@ -94,7 +95,8 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
         if network is not None:
             with progress_bars(progress) as bar:
                 report, found = network_retention.run(db, network, dry_run=dry_run, today=day,
-                                                      progress=bar("accounts", None), parallel=parallel)
+                                                      progress=bar("accounts", None),
+                                                      parallel=parallel or network_retention.PARALLEL)
             if found.cutoff is None:
                 say("no policy expires anything in this network")
             emit({**report.to_json(), "plan": found.to_json()})
@@ -102,7 +104,8 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
         with progress_bars(progress) as bar:
             advance = bar("channel-days", None)
             report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
-                db.settings.slack), today=day, progress=lambda _channel, days: advance(days), parallel=parallel)
+                db.settings.slack), today=day, progress=lambda _channel, days: advance(days),
+                parallel=parallel or slack_retention.PARALLEL)
         if not plan.cutoffs:
             say("no policy expires anything in this workspace")
         emit({**report.to_json(), "plan": plan.to_json()})
