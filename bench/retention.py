@@ -3,7 +3,7 @@ the run does to timeline reads beside it.
 
     .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
                                         [--seconds 10] [--channel-keep C:N ...] [--parallel 8]
-                                        [--then KEEP_DAYS:PARALLEL ...] [--keep]
+                                        [--pace N] [--then KEEP_DAYS:PARALLEL[:PACE] ...] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -15,10 +15,11 @@ In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
    of a process of their own (as the API's are: the run's Python does not share their GIL) for `--seconds`.
 3. The retention run (`--keep-days` for the workspace; `--channel-keep C:N` gives channel policies) while the
    same reads run beside it: the run's wall time, messages deleted per second, the reads' p50/p99 during the
-   run. Each `--then KEEP_DAYS:PARALLEL` runs again with a shorter policy (the days between the two cutoffs
-   expire) and its own parallelism: several runs compared on one load, e.g. a density of 50,000 messages a day
-   (what "5M of a 10M workspace expire under a 90-day policy" means) with `--messages 250000 --days 5
-   --keep-days 3 --then 1:2`.
+   run. Each `--then KEEP_DAYS:PARALLEL[:PACE]` runs again with a shorter policy (the days between the two
+   cutoffs expire), its own parallelism and pace (`--pace`: at most N messages a second): several runs compared
+   on one load, e.g. at 60,000 messages a day (what "5M of a 10M workspace expire under a 90-day policy" means:
+   ~55,000 a day) with `--messages 240000 --days 4 --channels 50 --keep-days 3 --parallel 2 --then 2:2:9000
+   --then 1:8`.
    The node is flushed and left to finish its compactions after the load and before each run.
 4. Checks: the messages left (counted by the node, channel-day by channel-day) equal those of the kept days; a
    sample of expired messages' words finds nothing in search; tombstone warnings in the node's log since start.
@@ -177,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of quiet reads")
     parser.add_argument("--parallel", type=int, default=retention.PARALLEL,
                         help="channel-days expired side by side (the run's --parallel)")
-    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL",
+    parser.add_argument("--pace", type=float, default=None, help="the run's pace (messages a second; default: none)")
+    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL[:PACE]",
                         help="another run after the first, with a shorter workspace policy (the days between the "
-                             "two cutoffs expire) and its own --parallel; repeatable: several runs of one load")
+                             "two cutoffs expire), its own --parallel and --pace; repeatable: several runs of one load")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -202,20 +204,24 @@ def main(argv: list[str] | None = None) -> int:
         quiet = ReadsBeside(db, channels)
         time.sleep(args.seconds)
         result["timeline_quiet"] = quiet.stop()
-        steps = [(args.keep_days, args.parallel)] + [(int(k), int(p)) for k, _, p in
-                                                      (spec.partition(":") for spec in args.then)]
+        steps = [(args.keep_days, args.parallel, args.pace)]
+        for spec in args.then:
+            keep, parallel, *pace = spec.split(":")
+            steps.append((int(keep), int(parallel), float(pace[0]) if pace and pace[0] else None))
         result["runs"] = []
-        for keep_days, parallel in steps:
+        for keep_days, parallel, pace in steps:
             policies.set_policy(db, archive, policies.WHOLE, keep_days, by="bench")
             dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
-            say(f"keep {keep_days} days, parallel {parallel}: dry run {dry.counts}")
+            say(f"keep {keep_days} days, parallel {parallel}, pace {pace}: dry run {dry.counts}")
             settled = settle(node, db.keyspace)
             beside = ReadsBeside(db, channels)
             say("running ...")
             started = time.perf_counter()
-            done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel)
+            done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel,
+                                        pace=pace)
             seconds = time.perf_counter() - started
-            run = {"keep_days": keep_days, "parallel": parallel, "plan": plan.to_json(), "dry_run": dry.to_json(),
+            run = {"keep_days": keep_days, "parallel": parallel, "pace": pace, "plan": plan.to_json(),
+                   "dry_run": dry.to_json(),
                    **done.to_json(), "seconds": round(seconds, 1),
                    "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1),
                    "dry_run_equal": dry.counts.get("messages") == done.counts.get("messages"),

@@ -331,3 +331,21 @@ def test_a_run_stopped_midway_is_finished_by_the_next_one(db, settings, tmp_path
     gone_words = {w for entries in gone.values() for _ts, ws in entries for w in ws}
     gone_stamps = {_us(ts) for entries in gone.values() for ts, _ws in entries}
     assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}
+
+
+def test_a_paced_run_keeps_to_its_pace_and_leaves_the_same_as_an_unpaced_one(db, mdb, clock, settings, tmp_path):
+    """`pace`: at most that many messages a second. On a clock that only moves when the run waits (one channel-day
+    at a time), the run's waits add up to exactly the expired messages / pace; what it leaves is what an unpaced
+    run leaves (no copy of an expired message)."""
+    team = f"TRET{uuid.uuid4().hex[:6].upper()}"
+    files = LocalStore(tmp_path / "files")
+    written = _workspace(db, settings, team, files)
+    _policies(db, team)
+    _kept, gone = _kept_and_gone(written)
+    started = clock.monotonic()
+    done, _plan = retention.run(mdb, team, dry_run=False, files=files, today=TODAY, parallel=1, pace=4.0)
+    assert done.counts["messages"] == 4 * len(gone)  # as the unpaced run's test counts them
+    assert clock.monotonic() - started == pytest.approx(4 * len(gone) / 4.0)
+    gone_words = {w for entries in gone.values() for _ts, ws in entries for w in ws}
+    gone_stamps = {_us(ts) for entries in gone.values() for ts, _ws in entries}
+    assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}

@@ -77,9 +77,12 @@ def show(team: str | None, network: str | None, runs: int) -> None:
 @click.option("--parallel", type=click.IntRange(1, 64), default=None,
               help=f"Channel-days (accounts: --network) expired side by side (fewer: gentler on reads) [default: "
                    f"{slack_retention.PARALLEL}; --network: {network_retention.PARALLEL}].")
+@click.option("--pace", type=click.FloatRange(min=1, min_open=False), default=None, metavar="MESSAGES",
+              help="At most this many messages a second (a workspace; default: as fast as the node answers): a "
+                   "run beside production reads leaves the node the rest of its time.")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
 def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int | None,
-        progress: bool) -> None:
+        pace: float | None, progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
     --network, every post older than the network's policy (postings, top lists, likes, activity, snapshots).
@@ -105,7 +108,7 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
             advance = bar("channel-days", None)
             report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
                 db.settings.slack), today=day, progress=lambda _channel, days: advance(days),
-                parallel=parallel or slack_retention.PARALLEL)
+                parallel=parallel or slack_retention.PARALLEL, pace=pace)
         if not plan.cutoffs:
             say("no policy expires anything in this workspace")
         emit({**report.to_json(), "plan": plan.to_json()})

@@ -102,9 +102,15 @@ class Run:
     """One run over a workspace; `counts` / `held` say what went (or would) and what holds kept."""
 
     def __init__(self, db: Database, the_plan: Plan, *, dry_run: bool, files: ObjectStore | None,
-                 progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL) -> None:
+                 progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL,
+                 pace: float | None = None) -> None:
         self.db, self.plan, self.dry_run, self.files = db, the_plan, dry_run, files
         self.parallel = parallel
+        # At most `pace` messages a second (None: as fast as the node answers): a run beside production reads
+        # leaves the node the rest of its time.
+        self.pace = pace
+        self._paced = 0
+        self._started = db.clock.monotonic()
         self.progress = progress or (lambda _channel, _days: None)
         self.counts: Counter[str] = Counter()
         self.held: Counter[str] = Counter()
@@ -119,6 +125,7 @@ class Run:
     # -- the run ------------------------------------------------------------------------------------------------
 
     def run(self) -> None:
+        self._started = self.db.clock.monotonic()
         whole = self.plan.whole_before
         if whole is not None:
             self._whole_days(whole)
@@ -208,6 +215,7 @@ class Run:
             self.counts["files"] += len(stored)
         if self.dry_run:
             return True
+        self._pace(len(rows))
         for ts, file_id in stored:  # first: a file must not outlive the row that names it
             if self.files is not None:
                 self.files.delete(object_key(team_id, channel_id, ts, file_id))
@@ -228,6 +236,17 @@ class Run:
         with self._lock:
             self.counts.update(dropped)
         return True
+
+    def _pace(self, messages_next: int) -> None:
+        """Wait until the run's average, with the next `messages_next`, is back under `pace` a second."""
+        if not self.pace:
+            return
+        with self._lock:
+            self._paced += messages_next
+            due = self._started + self._paced / self.pace
+        wait = due - self.db.clock.monotonic()
+        if wait > 0:
+            self.db.clock.sleep(wait)
 
     # -- copies ---------------------------------------------------------------------------------------------------
 
@@ -318,14 +337,15 @@ class Run:
 
 
 def run(db: Database, team_id: str, *, dry_run: bool, files: ObjectStore | None, today: date | None = None,
-        progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL
+        progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL, pace: float | None = None
         ) -> tuple[policies.Run, Plan]:
     """Plan and run retention on one workspace, recorded in retention_runs (a failed run is recorded as such).
-    `parallel`: channel-days expired side by side (fewer leaves the node more room for reads meanwhile)."""
+    `parallel`: channel-days expired side by side (fewer leaves the node more room for reads meanwhile); `pace`:
+    at most that many messages a second."""
     the_plan = plan(db, team_id, today=today)
     archive = f"slack:{team_id}"
     record = policies.start_run(db, archive, dry_run=dry_run)
-    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress, parallel=parallel)
+    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress, parallel=parallel, pace=pace)
     started = datetime.now(UTC)
     try:
         job.run()
