@@ -10,7 +10,8 @@ In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
    the person spread over `--channels` channels and `--days` days (12% replies in their own threads), and
    `--others` posts of 400 other people in the same channels, 5% of them mentioning the person (`<@U…>`), 5%
    with the person's reaction, 10% replies in the person's threads.
-2. `chronicle erase`'s function: wall time, messages erased per second, the proof's verdict.
+2. The node flushed and left to finish its compactions; then `chronicle erase`'s function: wall time (the proof
+   included), messages erased per second, the proof's verdict; the proof run again alone (its share).
 3. Checks: a sample of the person's own words finds nothing in search, the others' words still find their
    messages, the person's author term finds nothing; tombstone warnings in the node's log since start.
 
@@ -34,7 +35,7 @@ from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
 from api.slack.timeutil import US_PER_DAY, us_to_ts
 from bench.retention import _vocabulary, say
-from bench.scale_common import local_node, log_offset, scratch_keyspace, tombstone_warnings, write_result
+from bench.scale_common import local_node, log_offset, scratch_keyspace, settle, tombstone_warnings, write_result
 
 TEAM = "TERASEBENCH"
 PERSON = "UPERSON01"
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load(db, person=args.person_messages, others=args.others, channels=channels, days=args.days,
                       today=today)
         result["load_seconds"] = loaded["seconds"]
+        result["settled_after_load_seconds"] = settle(node, db.keyspace)  # no compaction running when it starts
         started = time.perf_counter()
         done = erasure.erase(db, TEAM, PERSON, requested_by="bench", files=None, parallel=args.parallel,
                              processes=args.processes)
@@ -121,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         result["erasure"] = {**done.to_json(), "seconds": round(seconds, 1),
                              "messages_per_second": round(erased / seconds, 1)}
         say(f"erasure: {seconds:.1f} s, {done.counts}, proof {done.proof}")
+        started = time.perf_counter()  # the proof alone, again (`chronicle erase --check`): its share of the above
+        again = erasure.prove(db, TEAM, PERSON, files=None)
+        result["proof_again"] = {"seconds": round(time.perf_counter() - started, 1), "clean": again.proof["clean"]}
         person, others = loaded["samples"]["person"][:50], loaded["samples"]["others"][:50]
         result["search_check"] = {
             "person_words_found": sum(1 for w in person if search.search(db, TEAM, w).hits),
