@@ -47,11 +47,11 @@ log = structlog.get_logger("chronicle.retention")
 Write = tuple[Statement, Params]
 DAYS_A_READ = 64  # listed days read at a time (oldest first)
 UNLISTED_MAX = 200_000  # terms remembered as unlisted (~20 MB)
-# Deletes go out as unlogged batches of up to 10 partitions (Cassandra's warn threshold): a tenth of the requests
-# (the run's time is the node's answers: 51,094 posting partitions for 10,000 messages, profiled).
+# Single-partition deletes go out as unlogged batches of up to 10 partitions (Cassandra's warn threshold); a whole
+# day's search partitions go by IN lists instead (search_index.expire_day_terms_writes).
 _BATCH = 10
-# Channel-days of one UTC day expired side by side (the default): at 50,000 messages a day, 2 ran fastest and left
-# timeline reads beside it their quiet p99 (8 and 4: slower, the run's threads contending for one interpreter).
+# Channel-days of one UTC day expired side by side (the default): at 50,000-60,000 messages a day, 2 was about as
+# fast as 4 and 8 and the gentlest on timeline reads beside it (docs/retention.md "Figures").
 PARALLEL = 2
 DAY_US = 86_400_000_000
 EPOCH = date(1970, 1, 1)
