@@ -18,7 +18,7 @@ from api.erasure import ledger, proof, rules
 from api.erasure import slack as erasure
 from api.retention import policies
 from api.slack import events, messages, payloads, search
-from api.slack.codec import decode_json, decompress_json
+from api.slack.codec import compress_json, decode_json, decompress_json
 from api.slack.files import LocalStore, object_key
 from api.slack.reports import service as reports
 from api.slack.reports.period import Period
@@ -208,6 +208,27 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
     # Again: nothing more to do, still clean (idempotent).
     again = erasure.erase(db, team, PERSON, requested_by="test", files=files)
     assert again.proof["clean"] and again.counts.get("messages_erased", 0) == 0
+
+    # The proof finds what comes back: traces written after the erasure (a later write time than its own),
+    # one per table it reads by lists of partitions, each where the ledger says it erased or rewrote.
+    later, ks = 2**62, settings.keyspace
+    edited, mention, blocks = _us(w["edited"]), _us(w["mention_edit"]), _us(w["post_blocks"])
+    for cql, params in (
+            ("slack_message_versions (team_id, channel_id, ts, version_ts, text)", ("CERB", edited, edited, "x")),
+            ("slack_message_versions (team_id, channel_id, ts, version_ts, text)",
+             ("CERB", mention, mention, f"hi <@{PERSON}>")),
+            ("slack_message_versions (team_id, channel_id, ts, version_ts, text)",  # another's, naming no one
+             ("CERB", mention, mention + 1, "nobody named")),
+            ("slack_message_raw (team_id, channel_id, hour, ts, raw)",
+             ("CERA", blocks // messages.US_PER_HOUR, blocks, compress_json({"user": PERSON}))),
+            ("slack_thread_replies (team_id, channel_id, thread_ts, ts)",
+             ("CERA", _us(w["ann_head"]), _us(w["their_reply"]))),
+            ("slack_messages (team_id, channel_id, day, ts, user_id, text)",
+             ("CERB", MSG_DAY, edited + 7, PERSON, "back again"))):
+        marks = ", ".join(["%s"] * (len(params) + 1))
+        db.execute_raw(f"INSERT INTO {ks}.{cql} VALUES ({marks}) USING TIMESTAMP {later}", (team, *params))
+    assert proof.check(db, team, PERSON, done, files=files)["traces"] == {
+        "slack_message_raw": 1, "slack_message_versions": 2, "slack_messages": 1, "slack_thread_replies": 1}
 
 
 def test_an_erasure_shared_out_over_processes_leaves_no_trace_either(db, settings, tmp_path):

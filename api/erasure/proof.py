@@ -42,23 +42,27 @@ def row_names(row: Any, user_id: str) -> bool:
 
 def _channel(db: Database, team_id: str, u: str, request: ledger.Request, channel_id: str,
              files: ObjectStore | None) -> Counter[str]:
-    """Traces in what the ledger recorded of one channel."""
+    """Traces in what the ledger recorded of one channel: its days, and the versions, raw events and thread
+    places of the messages it names, each table read by lists of partitions."""
     traces: Counter[str] = Counter()
     entries = ledger.touched(db, request, channel_id)
-    for day in sorted({d for d, _ts, _what in entries}):
-        traces["slack_messages"] += sum(row_names(row, u) for _part, row in
-                                        messages.erasing_rows(db, team_id, channel_id, day))
+    traces["slack_messages"] += sum(row_names(row, u) for row in messages.erasing_rows_of_days(
+        db, team_id, channel_id, {day for day, _ts, _what in entries}))
+    # A message is theirs ("erased", "tombstone": nothing of it may remain) or another's that named them.
+    changed: dict[int, str] = {}
     for _day, ts, what in entries:
-        if what in ("erased", "tombstone", "mention"):
-            versions = [t for _v, t in messages.versions(db, team_id, channel_id, ts)]
-            traces["slack_message_versions"] += sum(1 for t in versions if what != "mention" or scrub.names(t, u))
-            raw = messages.raw_event(db, team_id, channel_id, ts)
-            traces["slack_message_raw"] += int(raw is not None and (what != "mention" or scrub.json_names(raw, u)))
-        elif what.startswith("reply:"):
-            reply = int(what.partition(":")[2])
-            traces["slack_thread_replies"] += sum(1 for r_ts, _user in messages.thread_replies(
-                db, team_id, channel_id, ts) if r_ts == reply)
-        elif what.startswith("file:") and files is not None:
+        if what in ("erased", "tombstone") or what == "mention" and ts not in changed:
+            changed[ts] = what
+    for ts, texts in messages.versions_of(db, team_id, channel_id, changed).items():
+        traces["slack_message_versions"] += sum(1 for t in texts if changed[ts] != "mention" or scrub.names(t, u))
+    for ts, raw in messages.raw_events_of(db, team_id, channel_id, changed).items():
+        traces["slack_message_raw"] += int(changed[ts] != "mention" or scrub.json_names(raw, u))
+    replies = {(ts, int(what.partition(":")[2])) for _day, ts, what in entries if what.startswith("reply:")}
+    if replies:
+        listed = messages.thread_replies_of(db, team_id, channel_id, {thread_ts for thread_ts, _ in replies})
+        traces["slack_thread_replies"] += len(replies & listed)
+    for _day, ts, what in entries:
+        if what.startswith("file:") and files is not None:
             try:
                 files.open(object_key(team_id, channel_id, ts, what.partition(":")[2])).close()
                 traces["stored files"] += 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from cassandra import ConsistencyLevel
@@ -1242,9 +1242,59 @@ DELETE_THREAD_REPLY = Statement(
 DELETE_VERSIONS_AT = Statement(
     "DELETE FROM slack_message_versions USING TIMESTAMP ? WHERE team_id = ? AND channel_id = ? AND ts = ?",
     name="DELETE slack_message_versions (erased)")
-SELECT_THREAD = Statement(
-    "SELECT ts, user_id FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts = ?",
-    name="SELECT slack_thread_replies (erasing)")
+SELECT_THREADS = Statement(
+    "SELECT thread_ts, ts FROM slack_thread_replies WHERE team_id = ? AND channel_id = ? AND thread_ts IN ?",
+    name="SELECT slack_thread_replies (erasing)", many_partitions=True)
+
+
+# The proof of an erasure reads what the ledger recorded of a channel by lists of partitions (never batched:
+# each is one read of many partitions, Statement.many_partitions), not by a read per day or per message.
+_IN_LIST = 200
+SELECT_ERASING_PARTS = Statement(
+    SELECT_ERASING.cql.replace("AND day = ?", "AND day IN ?"), name="SELECT slack_messages (erasing, parts)",
+    many_partitions=True)
+SELECT_VERSIONS_OF = Statement(
+    "SELECT ts, text FROM slack_message_versions WHERE team_id = ? AND channel_id = ? AND ts IN ? "
+    "PER PARTITION LIMIT 1000", name="SELECT slack_message_versions (messages)", many_partitions=True)
+SELECT_RAW_HOURS = Statement(
+    "SELECT ts, raw FROM slack_message_raw WHERE team_id = ? AND channel_id = ? AND hour IN ?",
+    name="SELECT slack_message_raw (hours)", many_partitions=True)
+
+
+def _in_lists(db: Database, statement: Statement, team_id: str, channel_id: str, keys: Iterable[int]
+              ) -> Iterator[Any]:
+    """Every row `statement` reads for `keys`, by lists of _IN_LIST keys sent side by side."""
+    ordered = sorted(set(keys))
+    futures = [db.execute_async(statement, (team_id, channel_id, ordered[i:i + _IN_LIST]))
+               for i in range(0, len(ordered), _IN_LIST)]
+    for future in futures:
+        yield from future.result()
+
+
+def erasing_rows_of_days(db: Database, team_id: str, channel_id: str, days: Iterable[int]) -> list[Any]:
+    """Every row of a channel's `days` (each day's own partition and its hour buckets)."""
+    wanted = sorted(set(days))
+    listed = {row.day: row for row in _in_lists(db, SELECT_DAY_STATES, team_id, channel_id, wanted)}
+    parts = [part for day in wanted for part in (
+        day_parts(day, listed[day].split_us, listed[day].buckets) if day in listed else [day])]
+    return list(_in_lists(db, SELECT_ERASING_PARTS, team_id, channel_id, parts))
+
+
+def versions_of(db: Database, team_id: str, channel_id: str, ts_list: Iterable[int]) -> dict[int, list[str]]:
+    """The kept version texts of each message in `ts_list` (messages without any are absent)."""
+    found: dict[int, list[str]] = {}
+    for row in _in_lists(db, SELECT_VERSIONS_OF, team_id, channel_id, ts_list):
+        if row.text:
+            found.setdefault(row.ts, []).append(row.text)
+    return found
+
+
+def raw_events_of(db: Database, team_id: str, channel_id: str, ts_list: Iterable[int]) -> dict[int, Any]:
+    """The kept raw event of each message in `ts_list`, decoded (messages without one are absent)."""
+    wanted = set(ts_list)
+    return {row.ts: decompress_json(row.raw) for row in _in_lists(
+        db, SELECT_RAW_HOURS, team_id, channel_id, {ts // US_PER_HOUR for ts in wanted})
+        if row.ts in wanted and row.raw}
 
 
 def erasing_rows(db: Database, team_id: str, channel_id: str, day: int) -> list[tuple[int, Any]]:
@@ -1264,8 +1314,10 @@ def versions(db: Database, team_id: str, channel_id: str, ts: int) -> list[tuple
     return [(r.version_ts, r.text) for r in db.execute(SELECT_VERSIONS, (team_id, channel_id, ts)) if r.text]
 
 
-def thread_replies(db: Database, team_id: str, channel_id: str, thread_ts: int) -> list[tuple[int, str | None]]:
-    return [(r.ts, r.user_id) for r in db.execute(SELECT_THREAD, (team_id, channel_id, thread_ts))]
+def thread_replies_of(db: Database, team_id: str, channel_id: str, thread_ts_list: Iterable[int]
+                      ) -> set[tuple[int, int]]:
+    """The (thread_ts, reply ts) pairs listed in the threads of `thread_ts_list`."""
+    return {(row.thread_ts, row.ts) for row in _in_lists(db, SELECT_THREADS, team_id, channel_id, thread_ts_list)}
 
 
 def erase_writes(team_id: str, channel_id: str, part: int, row: Any, *, at: int, keep_head: bool) -> list[Write]:
