@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import itertools
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +35,10 @@ from api import metrics
 from api.caches import Caches
 from api.clock import SYSTEM, Clock
 from api.config import Settings
+from api.slack import versions
+from api.statement import Params, Statement
+
+__all__ = ["Database", "Params", "Statement"]  # Statement and Params are declared in api/statement.py
 
 try:  # The libev reactor is bundled in the driver's wheel; asyncore is gone from Python 3.12 and slow.
     from cassandra.io.libevreactor import LibevConnection
@@ -45,9 +48,6 @@ except ImportError as exc:  # pragma: no cover - depends on how the driver was b
         "(pip install --force-reinstall cassandra-driver) or install libev-dev and rebuild"
     ) from exc
 
-_TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+([\w.]+)", re.IGNORECASE)
-# A lightweight transaction: `IF NOT EXISTS`, `IF EXISTS` or `IF <column> ...` after the statement's WHERE/VALUES.
-_CONDITIONAL_RE = re.compile(r"\sIF\s+(?:NOT\s+EXISTS|EXISTS|\w+\s*(?:=|!=|<|>|IN\b))", re.IGNORECASE)
 _BATCH_PARTITIONS = 10  # Cassandra's unlogged_batch_across_partitions_warn_threshold
 _BATCH_BYTES = 4096  # below batch_size_warn_threshold (5 KiB): a larger write goes alone (no batch limit applies)
 # Values bound in one unlogged batch across partitions, at most: Cassandra refuses such a batch above
@@ -56,7 +56,6 @@ _BATCH_MAX_BYTES = 24 * 1024
 _FEW = 16  # writes up to which execute_many sends them directly
 _MANY_SLICE = 20_000  # writes of `execute_many` taken from the iterator at a time
 _PROGRESS_EVERY = 500  # rows between two progress callbacks of `execute_many`
-Params = Sequence[Any] | Mapping[str, Any]
 # The read consistency of the request at hand, when it differs from the configured one (set per request by
 # api/observability.py from the X-Read-Consistency header, or by an endpoint that reads back a client's write).
 read_level: contextvars.ContextVar[int | None] = contextvars.ContextVar("read_level", default=None)
@@ -89,42 +88,6 @@ def reads_at(level: int = ConsistencyLevel.LOCAL_QUORUM) -> Iterator[None]:
         yield
     finally:
         read_level.reset(token)
-
-
-class Statement:
-    """A CQL statement, declared once at import time and prepared lazily once per process.
-
-    `name` labels its metrics; by default the verb and the table, e.g. `SELECT messages_by_bucket`. An `unpaged`
-    read comes back in one response: what Cassandra requires of `IN` on the partition key with `ORDER BY` (the
-    coordinator merges the partitions in order); its LIMIT is what bounds it.
-    """
-
-    def __init__(self, cql: str, *, name: str | None = None, consistency: int | None = None,
-                 idempotent: bool = True, unpaged: bool = False, many_partitions: bool = False) -> None:
-        self.cql = " ".join(cql.split())
-        table = _TABLE_RE.search(self.cql)
-        self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
-        self._table_span = table.span(1) if table else None
-        self.name = name or f"{self.cql.split()[0].upper()} {self.table or '?'}"
-        self.consistency = consistency
-        self.idempotent = idempotent
-        self.unpaged = unpaged
-        # `IN ?` on the partition key of a write: one statement over many partitions (each a mutation of its own on
-        # the node, as in a batch), never put into a batch of others (the node's batch thresholds count them).
-        self.many_partitions = many_partitions
-        # DDL never goes through Statement, so IF here is always a lightweight transaction.
-        self.conditional = _CONDITIONAL_RE.search(self.cql) is not None
-
-    def __repr__(self) -> str:
-        return f"Statement({self.name!r})"
-
-    def qualified(self, keyspace: str) -> str:
-        """The CQL with its table named `keyspace.table`: the node warns about (and a session's USE makes
-        ambiguous) prepared statements that rely on the connection's keyspace."""
-        if not keyspace or self._table_span is None or "." in (self.table or ""):
-            return self.cql
-        start, end = self._table_span
-        return f"{self.cql[:start]}{keyspace}.{self.cql[start:end]}{self.cql[end:]}"
 
 
 def without_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -194,6 +157,9 @@ class Database:
         self._cluster: Cluster | None = None
         self._session: Session | None = None
         self._prepared: dict[int, PreparedStatement] = {}
+        # Ids of the prepared write statements to tables behind ETagged pages (api/slack/versions.py): once
+        # acknowledged, such writes advance their pages' versions, here where every write passes.
+        self._versioned: set[int] = set()
         self.pid = os.getpid()
 
     # -- connection -------------------------------------------------------------------------------
@@ -323,6 +289,8 @@ class Database:
             if statement.conditional:
                 # The Paxos round stays in the local data centre (SERIAL would cross DCs on every claim).
                 prepared.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+            if not statement.cql.startswith("SELECT") and statement.table in versions.TABLE_SCOPES:
+                self._versioned.add(id(statement))
             self._prepared[id(statement)] = prepared
         return prepared
 
@@ -348,11 +316,42 @@ class Database:
             raise
         finally:
             metrics.CASSANDRA_LATENCY.labels(statement.name).observe(time.perf_counter() - started)
+            if id(statement) in self._versioned:
+                self._advance([(statement, params)])
         return result
+
+    def _changes(self, writes: Iterable[tuple[Statement, Params]]) -> dict[str, set[str]]:
+        """The page versions `writes` change (api/slack/versions.py); {} for writes to no table behind a page."""
+        versioned = self._versioned
+        mine = [w for w in writes if id(w[0]) in versioned]
+        return versions.changed(self, mine) if mine else {}
+
+    def _advance(self, writes: Iterable[tuple[Statement, Params]]) -> None:
+        """After `writes` were acknowledged (or failed: some may have landed): advance what they change."""
+        changes = self._changes(writes)
+        if changes:
+            versions.advance(self, changes)
+
+    def _advance_later(self, future: ResponseFuture, writes: Sequence[tuple[Statement, Params]]) -> None:
+        """For a write sent without waiting: advance its versions when its answer arrives (statements bound
+        now: nothing may be prepared on the driver's I/O thread)."""
+        changes = self._changes(writes)
+        if not changes:
+            return
+        bound = [self._bind(versions.ADVANCE, (team, sorted(scopes))) for team, scopes in changes.items()]
+
+        def send(_result: Any) -> None:
+            for statement in bound:
+                self.session.execute_async(statement, timeout=self.settings.request_timeout)
+
+        future.add_callbacks(send, send)
 
     def execute_async(self, statement: Statement, params: Sequence[Any] | Mapping[str, Any] = ()
                       ) -> ResponseFuture:
-        return self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout)
+        future = self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout)
+        if id(statement) in self._versioned:
+            self._advance_later(future, [(statement, params)])
+        return future
 
     def send_partition(self, statement: Statement, rows: Sequence[Params]) -> ResponseFuture:
         """One partition's rows of `statement` as one unlogged batch (one mutation, exempt from the batch size
@@ -363,7 +362,10 @@ class Database:
         for params in rows:
             batch.add(prepared, params)
         batch.is_idempotent = statement.idempotent
-        return self.session.execute_async(batch, timeout=self.settings.request_timeout)
+        future = self.session.execute_async(batch, timeout=self.settings.request_timeout)
+        if id(statement) in self._versioned:
+            self._advance_later(future, [(statement, params) for params in rows])
+        return future
 
     def execute_many(self, writes: Iterable[tuple[Statement, Params]], *, concurrency: int = 100,
                      batch_size: int = 1, partitions_per_batch: int = _BATCH_PARTITIONS,
@@ -395,6 +397,7 @@ class Database:
             requests = self._many_requests(chunk, batch_size, partitions_per_batch)
             started = time.perf_counter()
             names = {id(stmt): stmt.name for stmt, _ in chunk}
+            changes = self._changes(chunk)
             try:
                 results = execute_concurrent(self.session, [(req, params) for req, params, _n, _s in requests],
                                              concurrency=max(1, concurrency), raise_on_first_error=True,
@@ -420,13 +423,20 @@ class Database:
                 elapsed = time.perf_counter() - started
                 for name in names.values():
                     metrics.CASSANDRA_LATENCY.labels(name + " (many)").observe(elapsed)
+                if changes:
+                    versions.advance(self, changes)
 
     def _execute_few(self, writes: Sequence[tuple[Statement, Params]]) -> int:
         """A request's handful of writes: all sent at once, then awaited (execute_concurrent's bookkeeping
         costs more than the writes themselves at this size)."""
         started = time.perf_counter()
-        sent = [(stmt.name, self.execute_async(stmt, params)) for stmt, params in writes]
-        _await_round(sent, {stmt.name for stmt, _ in writes}, " (many)", started)
+        sent = [(stmt.name, self.session.execute_async(self._bind(stmt, params),
+                                                       timeout=self.settings.request_timeout))
+                for stmt, params in writes]
+        try:
+            _await_round(sent, {stmt.name for stmt, _ in writes}, " (many)", started)
+        finally:
+            self._advance(writes)
         return len(writes)
 
     def execute_together(self, writes: Sequence[tuple[Statement, Params]]) -> int:
@@ -448,7 +458,7 @@ class Database:
         sent = [(stmts[0].name + " (together)",
                  self.session.execute_async(request, timeout=self.settings.request_timeout))
                 for stmts, request in self._together_requests(writes)]
-        return WritesInFlight(sent, {stmt.name for stmt, _ in writes}, started, len(writes))
+        return WritesInFlight(sent, {stmt.name for stmt, _ in writes}, started, len(writes), self, writes)
 
     def _together_requests(self, writes: Sequence[tuple[Statement, Params]]) -> list[tuple[list[Statement], Any]]:
         """(statements, request) for each batch or lone write of `execute_together`."""
@@ -566,6 +576,7 @@ class Database:
             raise
         finally:
             metrics.CASSANDRA_LATENCY.labels(name).observe(time.perf_counter() - started)
+            self._advance(writes)
 
     def execute_raw(self, cql: str, params: Sequence[Any] = (), *, timeout: float | None = None,
                     consistency: int | None = None) -> Any:
@@ -582,10 +593,15 @@ class WritesInFlight:
     names: set[str]
     started: float
     writes: int
+    db: Database
+    sent_writes: Sequence[tuple[Statement, Params]]
 
     def wait(self) -> int:
         """Wait for every write; raises the first failure. Returns the number of writes."""
-        _await_round(self.sent, self.names, " (together)", self.started)
+        try:
+            _await_round(self.sent, self.names, " (together)", self.started)
+        finally:
+            self.db._advance(self.sent_writes)
         return self.writes
 
 

@@ -42,6 +42,7 @@ SLACK = {
                       "every channel's row",
     "slack_channel_names": "none: channel names",
     "slack_channel_index": "none: channel ids and names",
+    "slack_versions": "none: a counter per channel id and page kind (names no one)",
     "slack_channel_members": "none: member counts, not members",
     "slack_backfill_cursors": "none: backfill progress",
     "slack_import_progress": "none: import progress",

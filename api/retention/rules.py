@@ -41,6 +41,7 @@ SLACK = {
     "slack_channels": "kept: channel metadata, not messages",
     "slack_channel_names": "kept: channel metadata, not messages",
     "slack_channel_index": "kept: channel metadata, not messages",
+    "slack_versions": "kept: a counter per page scope (ETags), not content",
     "slack_channel_members": "kept: member counts over time, not messages",
     "slack_backfill_cursors": "not content: backfill progress",
     "slack_import_progress": "not content: import progress",

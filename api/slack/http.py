@@ -13,13 +13,14 @@ from cassandra import DriverException
 from flask import current_app, request
 from flask_smorest import Blueprint, abort
 
+from api import conditional
 from api.auth import require_workspace
 from api.config import Settings
 from api.context import get_db
 from api.db import reads_own_writes
 from api.errors import CASSANDRA_UNAVAILABLE
 from api.paging import BAD_POSITION
-from api.slack import channels, events, listings, messages, search, users
+from api.slack import channels, events, listings, messages, search, users, versions
 from api.slack.codec import is_slack_id
 from api.slack.file_http import download_links
 from api.slack.payloads import BadEvent, UrlVerification
@@ -155,11 +156,13 @@ thread_scope, users_scope = listings.thread_scope, listings.users_scope
 # api/errors.py's one handler: 400 / 404 with the reason.
 
 
-@blp.route("/slack/teams/<team_id>/channels", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.route("/slack/teams/<team_id>/channels", methods=["GET"],
+           parameters=[*path_parameters("team_id"), conditional.IF_NONE_MATCH])
 @blp.arguments(IndexArgs, location="query", as_kwargs=True)
 @blp.response(200, IndexSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str | None = None):
     """The workspace's channel index, in channel id order, a page at a time (`limit`, `next_cursor`): channel id
     -> current name. Deleted channels only with include_deleted=true (as deleted_<name>)."""
@@ -169,9 +172,14 @@ def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str |
     scope = index_scope(team_id, include_deleted, grant.private)
     secret = _settings().cursor_secret
     after = listings.index_position(cursor, secret, scope) if cursor else ""
-    entries, nxt = channels.index_page(get_db(), team_id, limit=limit, after=after,
+    db = get_db()
+    tag = conditional.etag(versions.read(db, team_id, [versions.CHANNELS]), grant.private)
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    entries, nxt = channels.index_page(db, team_id, limit=limit, after=after,
                                        include_deleted=include_deleted, include_private=grant.private)
-    return {"team_id": team_id, "channels": entries, "next_cursor": listings.sign_index_position(nxt, secret, scope)}
+    return ({"team_id": team_id, "channels": entries,
+             "next_cursor": listings.sign_index_position(nxt, secret, scope)}, 200, conditional.headers(tag))
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"],
@@ -190,11 +198,12 @@ def channel_metadata(team_id: str, channel_id: str):
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages", methods=["GET"],
-           parameters=path_parameters("team_id", "channel_id"))
+           parameters=[*path_parameters("team_id", "channel_id"), conditional.IF_NONE_MATCH])
 @blp.arguments(TimelineArgs, location="query", as_kwargs=True)
 @blp.response(200, PageSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted: bool, order: str,
                      cursor: str | None = None, before: str | None = None, after: str | None = None):
     """A channel's messages (thread replies included), newest first unless order=asc; includes the messages
@@ -212,57 +221,82 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
         else:
             upper = min(upper, position)
     db = get_db()
-    # The channel's day listing is read while the channel row (visibility, previous ids) is: one round trip.
+    ids, tag = _channel_version(db, team_id, channel_id)
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
     days = messages.start_day_listing(db, team_id, channel_id, upper=upper, lower=lower, ascending=order == "asc")
-    chain = channels.id_chain(db, team_id, channel_id, full=False)
-    if channels.is_private(chain):
-        require_workspace(settings, team_id, private=True)
-    page, nxt = messages.timeline(db, team_id, channels.chain_ids(chain, channel_id), limit=limit,
-                                  upper=upper, lower=lower, ascending=order == "asc",
-                                  include_deleted=include_deleted, prefetched={channel_id: days})
+    page, nxt = messages.timeline(db, team_id, ids, limit=limit, upper=upper, lower=lower,
+                                  ascending=order == "asc", include_deleted=include_deleted,
+                                  prefetched={channel_id: days})
     body = {"messages": [download_links(m.to_json(), team_id, channel_id) for m in page],
             "next_cursor": listings.sign_ts_position(nxt, settings.cursor_secret, scope)}
     # Already in the documented shape (Message.to_json): skip re-serialising 50 messages through marshmallow.
-    return current_app.json.response(body)
+    return conditional.tagged(current_app.json.response(body), tag)
+
+
+def _channel_version(db: Any, team_id: str, channel_id: str) -> tuple[list[str], str]:
+    """The channel's ids (newest first) and the ETag of a page over them, after the access check. The versions
+    are read before any row of the page (api/slack/versions.py): with the channel row, in one round trip."""
+    versions_read = versions.start_read(db, team_id, [channel_id])
+    chain = channels.id_chain(db, team_id, channel_id, full=False)
+    if channels.is_private(chain):
+        require_workspace(_settings(), team_id, private=True)
+    ids = channels.chain_ids(chain, channel_id)
+    seen = versions.versions_of(versions_read)
+    if len(ids) > 1:  # messages under the channel's previous ids are on its pages too
+        seen = versions.read(db, team_id, ids)
+    return ids, conditional.etag(ids, seen)
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages/<ts>", methods=["GET"],
-           parameters=path_parameters("team_id", "channel_id", "ts"))
+           parameters=[*path_parameters("team_id", "channel_id", "ts"), conditional.IF_NONE_MATCH])
 @blp.arguments(MessageArgs, location="query", as_kwargs=True)
 @blp.response(200, MessageWithHistorySchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
 @reads_own_writes
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     """One message with its edit history (every version of the text with its time, oldest first)."""
-    chain = _channel_chain(team_id, channel_id)
-    found = messages.find_with_history(get_db(), team_id, channels.chain_ids(chain, channel_id), _check_ts(ts),
-                                       include_deleted=include_deleted)
+    _check_ids(team_id, channel_id)
+    require_workspace(_settings(), team_id)
+    message_ts = _check_ts(ts)
+    db = get_db()
+    ids, tag = _channel_version(db, team_id, channel_id)
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    found = messages.find_with_history(db, team_id, ids, message_ts, include_deleted=include_deleted)
     if found is None:
         abort(404, message=f"no message {ts} in channel {channel_id}")
     message, history = found
     # Returned as built: Slack's own fields pass through whole (marshmallow would keep only declared ones).
-    return current_app.json.response({**download_links(message.to_json(), team_id, channel_id), "history": history})
+    return conditional.tagged(current_app.json.response(
+        {**download_links(message.to_json(), team_id, channel_id), "history": history}), tag)
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
-           parameters=path_parameters("team_id", "channel_id", "thread_ts"))
+           parameters=[*path_parameters("team_id", "channel_id", "thread_ts"), conditional.IF_NONE_MATCH])
 @blp.arguments(ThreadArgs, location="query", as_kwargs=True)
 @blp.response(200, ThreadSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, include_deleted: bool,
                cursor: str | None = None):
     """A thread: the parent (first page only), then its replies oldest first."""
-    chain = _channel_chain(team_id, channel_id)
+    _check_ids(team_id, channel_id)
+    require_workspace(_settings(), team_id)
     _check_ts(thread_ts)
-    page = listings.thread_page(get_db(), team_id, channel_id, channels.chain_ids(chain, channel_id), thread_ts,
-                                limit=limit, include_deleted=include_deleted, cursor=cursor,
-                                secret=_settings().cursor_secret)
-    return current_app.json.response({
+    db = get_db()
+    ids, tag = _channel_version(db, team_id, channel_id)
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    page = listings.thread_page(db, team_id, channel_id, ids, thread_ts, limit=limit,
+                                include_deleted=include_deleted, cursor=cursor, secret=_settings().cursor_secret)
+    return conditional.tagged(current_app.json.response({
         "parent": download_links(page.parent.to_json(), team_id, channel_id) if page.parent is not None else None,
         "replies": [download_links(m.to_json(), team_id, channel_id) for m in page.replies],
-        "next_cursor": page.next_cursor})
+        "next_cursor": page.next_cursor}), tag)
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))

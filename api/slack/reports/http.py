@@ -11,11 +11,13 @@ from typing import Any
 from flask import Response, current_app, request
 from flask_smorest import Blueprint, abort
 
+from api import conditional
 from api.auth import require_admin, require_workspace
 from api.config import Settings
 from api.context import get_db
 from api.pages import CONTENT_SECURITY_POLICY
 from api.paging import sign_cursor, verify_cursor
+from api.slack import versions
 from api.slack.codec import is_slack_id
 from api.slack.reports import render, service
 from api.slack.reports.anonymise import anonymise as anonymised_copy
@@ -55,11 +57,13 @@ def _check_team(team_id: str) -> None:
         abort(404, message=f"no such id: {team_id[:80]!r}")
 
 
-@blp.route("/slack/teams/<team_id>/reports", methods=["GET"], parameters=path_parameters("team_id"))
+@blp.route("/slack/teams/<team_id>/reports", methods=["GET"],
+           parameters=[*path_parameters("team_id"), conditional.IF_NONE_MATCH])
 @blp.arguments(ReportListArgs, location="query", as_kwargs=True)
 @blp.response(200, ReportListSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def list_reports(team_id: str, limit: int, cursor: str | None = None):
     """The workspace's stored reports, newest period first (`limit`, `next_cursor`)."""
     _check_team(team_id)
@@ -71,17 +75,23 @@ def list_reports(team_id: str, limit: int, cursor: str | None = None):
         before = position.get("r")
         if not isinstance(before, str):
             abort(400, message="invalid cursor")
-    entries, nxt = service.listing(get_db(), team_id, limit=limit, before=before)
-    return {"team_id": team_id, "reports": entries,
-            "next_cursor": sign_cursor({"r": nxt}, _settings().cursor_secret, scope) if nxt else None}
+    db = get_db()
+    tag = conditional.etag(versions.read(db, team_id, [versions.REPORTS]))
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    entries, nxt = service.listing(db, team_id, limit=limit, before=before)
+    return ({"team_id": team_id, "reports": entries,
+             "next_cursor": sign_cursor({"r": nxt}, _settings().cursor_secret, scope) if nxt else None},
+            200, conditional.headers(tag))
 
 
 @blp.route("/slack/teams/<team_id>/reports/<report_id>", methods=["GET"],
-           parameters=[*path_parameters("team_id"), _REPORT_PARAM])
+           parameters=[*path_parameters("team_id"), _REPORT_PARAM, conditional.IF_NONE_MATCH])
 @blp.arguments(ReportArgs, location="query", as_kwargs=True)
 @blp.response(200, ReportSchema)
 @blp.doc(security=[{"bearer": []}], **_HTML_DOC)
 @_errors(401, 403, 404, 503)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def get_report(team_id: str, report_id: str, anonymise: bool):
     """A stored report (one partition read): JSON, or the HTML page with charts for `Accept: text/html` or a
     report id ending in `.html`. `anonymise` replaces every user and channel with a stable fake."""
@@ -93,7 +103,15 @@ def get_report(team_id: str, report_id: str, anonymise: bool):
         Period.parse_id(report_id)
     except BadPeriod as exc:
         abort(404, message=f"no report {report_id[:40]!r}: {exc}")
-    document = service.get(get_db(), team_id, report_id)
+    db = get_db()
+    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
+    html = as_html or (best == "text/html" and request.accept_mimetypes["text/html"] >
+                       request.accept_mimetypes["application/json"])
+    # The reader's private scope decides a 403, never the page: it is checked on the document below.
+    tag = conditional.etag(versions.read(db, team_id, [versions.REPORTS]), html)
+    if grant.allows(team_id, private=True) and (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    document = service.get(db, team_id, report_id)
     if document is None:
         abort(404, message=f"no stored report {report_id} for workspace {team_id}: generate it first "
                            f"(POST /slack/teams/{team_id}/reports or `chronicle slack report`)")
@@ -101,11 +119,9 @@ def get_report(team_id: str, report_id: str, anonymise: bool):
         abort(403, message="this report covers private channels: the token needs the private scope")
     if anonymise:
         document = anonymised_copy(document)
-    best = request.accept_mimetypes.best_match(["application/json", "text/html"])
-    if as_html or (best == "text/html" and request.accept_mimetypes["text/html"] >
-                   request.accept_mimetypes["application/json"]):
-        return _html_response(render.html(document))
-    return document
+    if html:
+        return conditional.tagged(_html_response(render.html(document)), tag, vary="Accept")
+    return document, 200, conditional.headers(tag, vary="Accept")
 
 
 _STYLE = re.compile(r"<style>(.*?)</style>", re.S)

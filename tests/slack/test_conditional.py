@@ -1,0 +1,197 @@
+"""Conditional GETs (issue 33): every write path changes the ETag of every page it changes, a page is never
+answered 304 after its content changed, pages a write did not touch stay 304, and a 304 reads no row.
+
+Each step writes through one path (Events API ingest, edit, reaction, deletion, thread reply, the file worker's
+record, a channel rename, a ZIP import, a retention run, a report, an erasure), then every page is fetched twice:
+with the ETag held from before (If-None-Match) and without. A 304 must come with the same bytes a full GET gives
+now; a page whose bytes changed must answer 200.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+import zipfile
+from dataclasses import dataclass
+from datetime import date
+
+import pytest
+
+from api.erasure import slack as erasure
+from api.retention import policies
+from api.retention import slack as retention
+from api.slack import messages, versions, zip_import
+from api.slack.reports import service as reports
+from api.slack.reports.period import Period
+from api.statement import Statement
+from tests.slack.helpers import ALL, T1_ONLY, delete, edit, msg, post_event, reaction, rename
+from tests.test_code_model import _modules
+
+BASE = 1672617600  # 2023-01-02 00:00 UTC
+US = 1_000_000
+
+
+def ts(day: int, second: int) -> str:
+    return f"{BASE + day * 86_400 + second}.000100"
+
+
+def us(value: str) -> int:
+    seconds, _, micros = value.partition(".")
+    return int(seconds) * US + int(micros)
+
+
+@dataclass
+class Seen:
+    etag: str
+    body: bytes
+
+
+class Pages:
+    def __init__(self, client, team: str, paths: dict[str, str]) -> None:
+        self.client, self.team, self.paths = client, team, paths
+        self.seen = {name: self._full(name) for name in paths}
+
+    def _full(self, name: str) -> Seen:
+        r = self.client.get(self.paths[name], headers=ALL)
+        assert r.status_code == 200, (name, r.json)
+        assert r.headers["Cache-Control"] == "private, no-cache"
+        return Seen(r.headers["ETag"].strip('"'), r.data)
+
+    def after(self, step: str, *, changed: set[str], untouched: set[str] = frozenset()) -> set[str]:
+        """Revalidate every page; returns the pages whose bytes changed (at least `changed`), checking that none
+        of them is answered 304 and that `untouched` pages are."""
+        moved = set()
+        for name in self.paths:
+            held = self.seen[name]
+            conditional = self.client.get(self.paths[name], headers={**ALL, "If-None-Match": f'"{held.etag}"'})
+            now = self._full(name)
+            if conditional.status_code == 304:
+                assert now.body == held.body, f"{step}: {name} answered 304 but its content changed (stale)"
+                assert now.etag == held.etag and conditional.data == b""
+                assert conditional.headers["ETag"] == f'"{held.etag}"'
+            else:
+                assert conditional.status_code == 200 and conditional.data == now.body, (step, name)
+            if now.body != held.body:
+                moved.add(name)
+                assert now.etag != held.etag, f"{step}: {name} changed under the same ETag"
+            if name in untouched:
+                assert conditional.status_code == 304, f"{step}: {name} was not touched but not answered 304"
+            self.seen[name] = now
+        assert changed <= moved, f"{step}: expected {changed} to change, changed {moved}"
+        return moved
+
+
+def _zip(team: str, day: int) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("users.json", json.dumps([{"id": "U1", "team_id": team, "name": "ada"}]))
+        zf.writestr("channels.json", json.dumps([{"id": "CETAG1", "name": "general", "created": BASE}]))
+        zf.writestr(f"general/{date.fromtimestamp(BASE + day * 86_400).isoformat()}.json", json.dumps([
+            {"type": "message", "user": "U1", "text": "imported from a zip", "ts": ts(day, 50)}]))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def workspace(client, db):
+    team = f"TETAG{uuid.uuid4().hex[:6].upper()}"
+    c1, c2 = "CETAG1", "CETAG2"
+    w = {"team": team, "old": ts(0, 10), "head": ts(6, 10), "m2": ts(6, 20)}
+    for event in (msg(c1, w["old"], "an old one"), msg(c1, w["head"], "a question"),
+                  msg(c1, w["m2"], "with a file", files=[{"id": "FETAG1", "name": "a.txt", "mimetype": "text/plain"}]),
+                  msg(c2, ts(6, 30), "elsewhere", user="U3")):
+        assert post_event(client, team, event).status_code == 200
+    reports.generate(db, team, Period(date(2023, 1, 2), 7))
+    report_id = client.get(f"/slack/teams/{team}/reports", headers=ALL).json["reports"][0]["report_id"]
+    base = f"/slack/teams/{team}"
+    w["paths"] = {
+        "timeline": f"{base}/channels/{c1}/messages",
+        "older": f"{base}/channels/{c1}/messages?before={ts(1, 0)}",
+        "thread": f"{base}/channels/{c1}/threads/{w['head']}",
+        "message": f"{base}/channels/{c1}/messages/{w['m2']}",
+        "index": f"{base}/channels",
+        "other": f"{base}/channels/{c2}/messages",
+        "reports": f"{base}/reports",
+        "report": f"{base}/reports/{report_id}",
+    }
+    return w
+
+
+def test_every_write_path_changes_the_pages_it_changes_and_nothing_stale_is_served(client, db, workspace,
+                                                                                   tmp_path):
+    team, w = workspace["team"], workspace
+    pages = Pages(client, team, w["paths"])
+    channel_pages = {"other", "index", "reports", "report"}
+
+    def post(event: dict) -> None:
+        assert post_event(client, team, event).status_code == 200
+
+    post(msg("CETAG1", ts(6, 40), "a new one"))
+    pages.after("ingest", changed={"timeline"}, untouched=channel_pages)
+    post(msg("CETAG1", ts(6, 45), "an answer", user="U2", thread_ts=w["head"], parent_user_id="U1"))
+    pages.after("thread reply", changed={"thread", "timeline"}, untouched=channel_pages)
+    post(edit("CETAG1", w["m2"], "with a file, edited", "with a file", at=ts(6, 60)))
+    pages.after("edit", changed={"message", "timeline"}, untouched=channel_pages)
+    post(reaction("added", "CETAG1", w["m2"], "tada", "U2", at=ts(6, 70)))
+    pages.after("reaction added", changed={"message", "timeline"}, untouched=channel_pages)
+    post(reaction("removed", "CETAG1", w["m2"], "tada", "U2", at=ts(6, 80)))
+    pages.after("reaction removed", changed={"message", "timeline"}, untouched=channel_pages)
+    messages.record_file_stored(db, team, "CETAG1", us(w["m2"]), "FETAG1", "file:///stored/a.txt")
+    pages.after("file stored", changed={"message", "timeline"}, untouched=channel_pages)
+    post(delete("CETAG1", ts(6, 40), ts(6, 90)))
+    pages.after("deletion", changed={"timeline"}, untouched=channel_pages)
+    post(rename("CETAG1", "renamed", ts(6, 95)))
+    pages.after("rename", changed={"index"}, untouched={"other", "reports", "report"})
+    archive = tmp_path / "export.zip"
+    archive.write_bytes(_zip(team, 7))
+    zip_import.import_export(db, str(archive), team_id=team)
+    pages.after("zip import", changed={"timeline"}, untouched={"other", "reports", "report"})
+    reports.generate(db, team, Period(date(2023, 1, 9), 7))
+    pages.after("report", changed={"reports"}, untouched={"timeline", "older", "thread", "message", "other"})
+    policies.set_policy(db, f"slack:{team}", "CETAG1", 5, by="test")
+    retention.run(db, team, dry_run=False, files=None, today=date(2023, 1, 10))
+    pages.after("retention", changed={"older"}, untouched={"other"})
+    erasure.erase(db, team, "U2", requested_by="test", files=None)
+    pages.after("erasure", changed={"thread", "timeline"}, untouched={"other"})
+
+
+def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db, workspace, monkeypatch):
+    path = workspace["paths"]["timeline"]
+    tag = client.get(path, headers=ALL).headers["ETag"]
+    tables: list[str] = []
+    for method in ("execute", "execute_async"):
+        real = getattr(db, method)
+
+        def recording(statement, params=(), *args, _real=real, **kwargs):
+            tables.append(statement.table)
+            return _real(statement, params, *args, **kwargs)
+
+        monkeypatch.setattr(db, method, recording)
+    r = client.get(path, headers={**ALL, "If-None-Match": tag})
+    assert r.status_code == 304
+    # The channel's row (access, previous ids) and its version: no day listing, no message.
+    assert sorted(tables) == ["slack_channels", "slack_versions"]
+    # A token of another workspace is refused as before, whatever it holds.
+    assert client.get(path, headers={**T1_ONLY, "If-None-Match": tag}).status_code == 403
+    # Another page (a different query) has another tag; a tag list and a weak form match too.
+    assert client.get(path + "?limit=5", headers={**ALL, "If-None-Match": tag}).status_code == 200
+    assert client.get(path, headers={**ALL, "If-None-Match": f'"x", W/{tag}'}).status_code == 304
+
+
+def test_every_write_to_a_table_behind_a_page_names_the_scope_it_changes(db):
+    """Database advances the versions of any write to these tables: each such statement in api/ binds the
+    workspace, and the channel where the table is a channel's (else it would advance every page: '*')."""
+    found = []
+    for module in _modules().values():
+        for statement in vars(module).values():
+            if not isinstance(statement, Statement) or statement.cql.startswith("SELECT"):
+                continue
+            scopes = versions.TABLE_SCOPES.get(statement.table or "")
+            if scopes is None:
+                continue
+            names = {c.name for c in db.prepared(statement).column_metadata}
+            assert "team_id" in names, statement
+            if None in scopes:
+                assert names & {"channel_id", "in(channel_id)"}, statement
+            found.append(statement.table)
+    assert set(found) == set(versions.TABLE_SCOPES)  # every table listed is written somewhere
