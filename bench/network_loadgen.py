@@ -9,7 +9,7 @@ Two ways to load the server:
 - open loop (`--rate R`): request i is due at t0 + i / R whatever the answers; `--connections` threads each take
   the next due request when free, wait for its time and send it. Latency is measured from the due time, so a
   request that waited for a free connection (the server fell behind) counts its wait: no coordinated omission.
-  `late`: requests sent more than `--late-ms` after their due time; `failed`: answers other than 200, errors,
+  `late`: requests sent more than `--late-ms` after their due time; `failed`: answers other than 200 (or 304), errors,
   and requests never sent (still waiting 30 s after the window). Requests due in the window count.
 
 Requests: `--paths-file` (one GET path a line, drawn at random: the Q4 benchmark) or `--requests-file` (JSON
@@ -44,6 +44,7 @@ import click
 
 NEVER_SENT_GRACE = 30.0  # seconds after the window's end a due request may still be sent
 NOT_SENT = -1  # the status of a due request that was never sent
+ANSWERED = (200, 304)  # a page, or "the copy you hold is current" to a conditional GET
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +145,7 @@ def closed_loop(host: str, port: int, requests: Sequence[Request], *, threads: r
 def closed_figures(records: Sequence[tuple[float, float, int]], window_start: float, seconds: float
                    ) -> dict[str, Any]:
     timed = [r for r in records if window_start <= r[0] < window_start + seconds]
-    ok = sorted(r[1] for r in timed if r[2] == 200)
+    ok = sorted(r[1] for r in timed if r[2] in ANSWERED)
     return {"mode": "closed", "requests": len(ok), "errors": len(timed) - len(ok),
             "statuses": dict(Counter(str(r[2]) for r in timed)), "seconds": round(seconds, 2),
             "rps": round(len(ok) / seconds, 1) if seconds > 0 else 0.0, "p50_ms": _ms(ok, 0.50),
@@ -205,7 +206,7 @@ def open_figures(records: Sequence[tuple[float, float, float, int]], *, rate: fl
     """Figures of the requests due in [window_start, window_start + seconds): latency from the due time (what a
     user who asked at that time waits), service time from the send, late and failed counts."""
     timed = [r for r in records if window_start <= r[0] < window_start + seconds]
-    ok = [r for r in timed if r[3] == 200]
+    ok = [r for r in timed if r[3] in ANSWERED]
     waited = sorted(r[2] - r[0] for r in ok)
     service = sorted(r[2] - r[1] for r in ok)
     sent = [r for r in timed if r[3] != NOT_SENT]
@@ -213,7 +214,7 @@ def open_figures(records: Sequence[tuple[float, float, float, int]], *, rate: fl
             "failed": len(timed) - len(ok), "late": sum(1 for r in sent if r[1] - r[0] > late_s),
             "statuses": dict(Counter(str(r[3]) for r in timed)),
             # Throughput: 200s that arrived within the window (whenever they were due).
-            "achieved_rps": round(sum(1 for r in records if r[3] == 200 and window_start <= r[2] < window_start
+            "achieved_rps": round(sum(1 for r in records if r[3] in ANSWERED and window_start <= r[2] < window_start
                                       + seconds) / seconds, 1) if seconds > 0 else 0.0,
             "p50_ms": _ms(waited, 0.50), "p90_ms": _ms(waited, 0.90), "p99_ms": _ms(waited, 0.99),
             "max_ms": round(waited[-1] * 1000, 2) if waited else 0.0,

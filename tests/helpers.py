@@ -6,6 +6,7 @@ TEST_API_TOKENS = {
     "token-all": {"workspaces": ["*"], "private": True},
     "token-t1": {"workspaces": ["T1"], "private": False},
     "token-search-public": {"workspaces": ["TSEARCH1"], "private": False},  # tests/slack/test_search.py
+    "token-public": {"workspaces": ["*"], "private": False},  # tests/slack/test_conditional.py
 }
 READ_TOKEN = "token-all"
 ADMIN_TOKEN = "test-admin-token"

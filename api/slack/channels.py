@@ -12,6 +12,7 @@ slack_channel_names (keyed by the rename time), read newest first LIMIT 20.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from api.db import Database, Params, Statement, without_none
@@ -193,6 +194,24 @@ def id_chain(db: Database, team_id: str, channel_id: str, *, full: bool = True) 
         rows.append(row)
         current = row.prev_channel_id
     return rows
+
+
+CHAIN_CACHE = "slack.channel_chains"
+
+
+def id_chain_at(db: Database, team_id: str, channel_id: str, version: Hashable) -> list[Any]:
+    """`id_chain(full=False)` as of `version`, the channel's page version read before this call
+    (api/slack/versions.py): a chain of one id is kept per process while that version stays, since every write to
+    the channel's row advances it. A longer chain (previous ids: rare) is read each time, as their rows have
+    versions of their own."""
+    cache = db.caches.lru(CHAIN_CACHE, maxsize=4096)
+    held = cache.get((team_id, channel_id))
+    if held is not None and held[0] == version:
+        return held[1]
+    chain = id_chain(db, team_id, channel_id, full=False)
+    if len(chain) == 1:
+        cache.set((team_id, channel_id), (version, chain))
+    return chain
 
 
 def chain_ids(chain: list[Any], channel_id: str) -> list[str]:

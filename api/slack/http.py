@@ -236,13 +236,13 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
 
 def _channel_version(db: Any, team_id: str, channel_id: str) -> tuple[list[str], str]:
     """The channel's ids (newest first) and the ETag of a page over them, after the access check. The versions
-    are read before any row of the page (api/slack/versions.py): with the channel row, in one round trip."""
-    versions_read = versions.start_read(db, team_id, [channel_id])
-    chain = channels.id_chain(db, team_id, channel_id, full=False)
+    are read before any row of the page (api/slack/versions.py), the channel's row (visibility, previous ids)
+    only when they moved since this process last read it."""
+    seen = versions.read(db, team_id, [channel_id])
+    chain = channels.id_chain_at(db, team_id, channel_id, seen)
     if channels.is_private(chain):
         require_workspace(_settings(), team_id, private=True)
     ids = channels.chain_ids(chain, channel_id)
-    seen = versions.versions_of(versions_read)
     if len(ids) > 1:  # messages under the channel's previous ids are on its pages too
         seen = versions.read(db, team_id, ids)
     return ids, conditional.etag(ids, seen)

@@ -56,10 +56,15 @@ SELECT = Statement("SELECT scope, version FROM slack_versions WHERE team_id = ? 
 Changed = dict[str, set[str]]  # team id -> scopes
 
 
-def _bind_names(db: Database, statement: Statement) -> tuple[str, ...]:
-    """The statement's bind marker names in order (the driver's metadata: `team_id`, `in(channel_id)`, ...)."""
-    return db.held(("slack.versions.binds", id(statement)),
-                   lambda: tuple(c.name for c in db.prepared(statement).column_metadata or ()))
+def _positions(db: Database, statement: Statement) -> tuple[int | None, int | None]:
+    """Where the statement binds `team_id` and the channel (`channel_id` or `in(channel_id)`), by the driver's
+    metadata of its bind markers; None where it binds none."""
+    def find() -> tuple[int | None, int | None]:
+        names = [c.name for c in db.prepared(statement).column_metadata or ()]
+        channel = next((i for i, n in enumerate(names) if n in ("channel_id", "in(channel_id)")), None)
+        return (names.index("team_id") if "team_id" in names else None), channel
+
+    return db.held(("slack.versions.positions", id(statement)), find)
 
 
 def changed(db: Database, writes: Iterable[tuple[Statement, Params]], into: Changed | None = None) -> Changed:
@@ -69,11 +74,14 @@ def changed(db: Database, writes: Iterable[tuple[Statement, Params]], into: Chan
         scopes = TABLE_SCOPES.get(statement.table or "")
         if scopes is None or statement.cql.startswith("SELECT"):
             continue
-        values = _named(db, statement, params)
-        team = values.get("team_id")
+        if isinstance(params, Mapping):
+            team, channel = params.get("team_id"), params.get("channel_id")
+        else:
+            team_at, channel_at = _positions(db, statement)
+            team = params[team_at] if team_at is not None and team_at < len(params) else None
+            channel = params[channel_at] if channel_at is not None and channel_at < len(params) else None
         if not isinstance(team, str):
             continue  # every table here is keyed by team: a write without one binds it as a literal (none today)
-        channel = values.get("channel_id", values.get("in(channel_id)"))
         found = out.setdefault(team, set())
         for scope in scopes:
             if scope is not None:
@@ -87,12 +95,6 @@ def changed(db: Database, writes: Iterable[tuple[Statement, Params]], into: Chan
     return out
 
 
-def _named(db: Database, statement: Statement, params: Params) -> Mapping[str, Any]:
-    if isinstance(params, Mapping):
-        return params
-    return dict(zip(_bind_names(db, statement), params, strict=False))
-
-
 def advance(db: Database, changes: Changed) -> None:
     """Advance the versions of `changes` (one statement per workspace, sent together)."""
     futures = [db.execute_async(ADVANCE, (team, sorted(scopes))) for team, scopes in changes.items() if scopes]
@@ -100,15 +102,7 @@ def advance(db: Database, changes: Changed) -> None:
         future.result()
 
 
-def start_read(db: Database, team_id: str, scopes: Sequence[str]) -> Any:
-    """Read the versions of `scopes` (and of ANY) without waiting; `versions_of` turns the future into a tuple."""
-    return db.execute_async(SELECT, (team_id, sorted({*scopes, ANY})))
-
-
-def versions_of(future: Any) -> tuple[tuple[str, int], ...]:
-    """(scope, version) of every scope read, in scope order; a scope never written is absent (version 0)."""
-    return tuple(sorted((row.scope, row.version) for row in future.result()))
-
-
 def read(db: Database, team_id: str, scopes: Sequence[str]) -> tuple[tuple[str, int], ...]:
-    return versions_of(start_read(db, team_id, scopes))
+    """(scope, version) of `scopes` and of ANY, in scope order; a scope never written is absent (version 0)."""
+    rows = db.execute_async(SELECT, (team_id, sorted({*scopes, ANY}))).result()
+    return tuple(sorted((row.scope, row.version) for row in rows))

@@ -17,7 +17,6 @@ from click.testing import CliRunner
 
 from api.cli import chronicle as cli
 from api.db import Database
-from api.migrations import migrate
 from api.slack import channels, messages, users, zip_export, zip_import
 from api.slack.zip_import import BadArchive, Limits
 from api.workqueue import backlog
@@ -274,25 +273,25 @@ def _state(db: Database, team: str) -> dict:
     return out
 
 
-def test_round_trip_import_export_import_into_a_new_keyspace_keeps_every_channel_message_and_user(
-        db, settings, export, tmp_path):
-    team = _team()
+def _masked(state: dict, team: str) -> object:
+    """A workspace's state with its id masked: the only thing allowed to differ between two imports."""
+    return json.loads(json.dumps(state, default=str, sort_keys=True).replace(team, "<team>"))
+
+
+def test_round_trip_import_export_import_into_a_new_workspace_keeps_every_channel_message_and_user(
+        db, export, tmp_path):
+    """Import, export, import the export as another workspace: the second shows exactly what the first does
+    (every row is keyed by its workspace, so the second import reads nothing of the first)."""
+    team, again = _team(), _team()
     zip_import.import_export(db, str(export.path), team_id=team, include_private=True)
     out = tmp_path / "exported.zip"
     report = zip_export.export(db, team, str(out))
     assert report.messages == sum(export.per_channel[c] for c, v in export.expected.channels.items()
                                   if v["kind"] in ("public", "private"))
-    other = dataclasses.replace(settings, keyspace=settings.keyspace + "_rt")
-    admin = Database(other, keyspace="")
-    migrate(admin, other.keyspace, other.replication_map(), log=lambda _m: None)
-    fresh = Database(other)
-    try:
-        zip_import.import_export(fresh, str(out), team_id=team, include_private=True)
-        assert _state(fresh, team) == _state(db, team)
-    finally:
-        fresh.close()
-        admin.execute_raw(f"DROP KEYSPACE IF EXISTS {other.keyspace}", timeout=60)
-        admin.close()
+    zip_import.import_export(db, str(out), team_id=again, include_private=True)
+    first = _masked(_state(db, team), team)
+    assert first["users"] and len(first) > 3  # users and channels, not two empty states
+    assert _masked(_state(db, again), again) == first
 
 
 def test_export_leaves_deleted_messages_out_unless_asked_and_honours_from_to_and_channels(db, client, tmp_path):
