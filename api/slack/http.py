@@ -136,17 +136,6 @@ def _check_ts(value: str) -> int:
     return ts_to_us(value)
 
 
-def _channel_chain(team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:
-    """Authorise the workspace, then the channel (private-converted channels need the private scope)."""
-    settings = _settings()
-    _check_ids(team_id, channel_id)
-    require_workspace(settings, team_id)
-    chain = channels.id_chain(get_db(), team_id, channel_id, full=full)
-    if channels.is_private(chain):
-        require_workspace(settings, team_id, private=True)
-    return chain
-
-
 # What each listing's cursors are bound to, shared with the archive pages (api/slack/listings.py): a cursor of one
 # pages the other. Named here too for the tests and tools that build cursors of these routes.
 index_scope, timeline_scope = listings.index_scope, listings.timeline_scope
@@ -183,18 +172,24 @@ def channel_index(team_id: str, limit: int, include_deleted: bool, cursor: str |
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>", methods=["GET"],
-           parameters=path_parameters("team_id", "channel_id"))
+           parameters=[*path_parameters("team_id", "channel_id"), conditional.IF_NONE_MATCH])
 @blp.response(200, ChannelSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
+@blp.alt_response(304, description=conditional.NOT_MODIFIED)
 def channel_metadata(team_id: str, channel_id: str):
     """A channel's metadata: name, names history (newest first, 20), flags, visibility, topic, purpose,
     previous id (after channel_id_changed, fields not set on the new id come from the previous one)."""
-    chain = _channel_chain(team_id, channel_id, full=True)
-    meta = channels.metadata(get_db(), team_id, channel_id, chain)
+    _check_ids(team_id, channel_id)
+    require_workspace(_settings(), team_id)
+    db = get_db()
+    _ids, tag = _channel_version(db, team_id, channel_id)
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
+    meta = channels.metadata(db, team_id, channel_id, channels.id_chain(db, team_id, channel_id, full=True))
     if meta is None:
         abort(404, message=f"channel {channel_id} is not known in workspace {team_id}")
-    return meta
+    return meta, 200, conditional.headers(tag)
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages", methods=["GET"],

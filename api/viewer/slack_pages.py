@@ -105,7 +105,7 @@ def signed_in_reader(*, fragment: bool = False) -> Reader:
 
 def allow_channel(reader: Reader, team_id: str, channel_id: str, *, full: bool = False) -> list[Any]:
     """The channel's id chain after the REST API's checks: a channel converted to private needs the private
-    scope (api/slack/http.py `_channel_chain`: the same owner calls)."""
+    scope (api/slack/http.py `_channel_version`: the same owner calls)."""
     allow_workspace(reader, team_id)
     if not is_slack_id(channel_id):
         raise PageError(404, "Not found", "That is not a Slack channel id.")

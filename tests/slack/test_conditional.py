@@ -25,7 +25,7 @@ from api.slack import messages, versions, zip_import
 from api.slack.reports import service as reports
 from api.slack.reports.period import Period
 from api.statement import Statement
-from tests.slack.helpers import ALL, T1_ONLY, delete, edit, msg, post_event, reaction, rename
+from tests.slack.helpers import ALL, T1_ONLY, created, delete, edit, msg, post_event, reaction, rename
 from tests.test_code_model import _modules
 
 BASE = 1672617600  # 2023-01-02 00:00 UTC
@@ -97,7 +97,7 @@ def workspace(client, db):
     team = f"TETAG{uuid.uuid4().hex[:6].upper()}"
     c1, c2 = "CETAG1", "CETAG2"
     w = {"team": team, "old": ts(0, 10), "head": ts(6, 10), "m2": ts(6, 20)}
-    for event in (msg(c1, w["old"], "an old one"), msg(c1, w["head"], "a question"),
+    for event in (created(c1, "general", ts(0, 1)), msg(c1, w["old"], "an old one"), msg(c1, w["head"], "a question"),
                   msg(c1, w["m2"], "with a file", files=[{"id": "FETAG1", "name": "a.txt", "mimetype": "text/plain"}]),
                   msg(c2, ts(6, 30), "elsewhere", user="U3")):
         assert post_event(client, team, event).status_code == 200
@@ -110,6 +110,7 @@ def workspace(client, db):
         "thread": f"{base}/channels/{c1}/threads/{w['head']}",
         "message": f"{base}/channels/{c1}/messages/{w['m2']}",
         "index": f"{base}/channels",
+        "metadata": f"{base}/channels/{c1}",
         "other": f"{base}/channels/{c2}/messages",
         "reports": f"{base}/reports",
         "report": f"{base}/reports/{report_id}",
@@ -141,7 +142,7 @@ def test_every_write_path_changes_the_pages_it_changes_and_nothing_stale_is_serv
     post(delete("CETAG1", ts(6, 40), ts(6, 90)))
     pages.after("deletion", changed={"timeline"}, untouched=channel_pages)
     post(rename("CETAG1", "renamed", ts(6, 95)))
-    pages.after("rename", changed={"index"}, untouched={"other", "reports", "report"})
+    pages.after("rename", changed={"index", "metadata"}, untouched={"other", "reports", "report"})
     archive = tmp_path / "export.zip"
     archive.write_bytes(_zip(team, 7))
     zip_import.import_export(db, str(archive), team_id=team)
