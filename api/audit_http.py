@@ -103,7 +103,7 @@ class AuditPageSchema(Schema):
 
 
 @blp.route("/audit")
-@blp.arguments(AuditArgs, location="query")
+@blp.arguments(AuditArgs(), location="query")
 @blp.response(200, AuditPageSchema)
 @blp.alt_response(400, description="invalid cursor (not the next_cursor of this range)")
 @blp.alt_response(401, description="no bearer token")

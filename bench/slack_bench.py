@@ -22,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -253,7 +254,9 @@ def main(seconds: int, rate: int, port: int, keyspace: str, workers: int, thread
            "CHRONICLE_SLACK_SIGNING_SECRET": SECRET, "CHRONICLE_SLACK_KEEP_RAW": "false",
            "CHRONICLE_API_TOKENS": json.dumps({TOKEN: {"workspaces": [TEAM], "private": True}}),
            "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "/dev/null", "CHRONICLE_WORKERS": str(workers),
-           "CHRONICLE_THREADS": str(threads)}
+           "CHRONICLE_THREADS": str(threads),
+           # The service refuses to start outside development without secrets of its own (docs/deployment.md).
+           "CHRONICLE_CURSOR_SECRET": secrets.token_hex(32), "CHRONICLE_ADMIN_TOKEN": secrets.token_hex(32)}
     # A fresh keyspace of its own each run: comparable figures, and no stale schema from an earlier run.
     drop = f"DROP KEYSPACE IF EXISTS {keyspace}"
     subprocess.run([sys.executable, "-c", "from api.config import Settings; from api.db import Database;"

@@ -48,7 +48,7 @@ def _answer(archive: Archive, account: str, args: dict[str, Any], hidden: frozen
 
 @blp.route("/slack/teams/<team_id>/users/<user_id>/activity", methods=["GET"],
            parameters=path_parameters("team_id", "user_id"))
-@blp.arguments(ActivityArgs, location="query")
+@blp.arguments(ActivityArgs(), location="query")
 @blp.response(200, ActivitySchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 500, 503)
@@ -64,7 +64,7 @@ def slack_user_activity(args: dict[str, Any], team_id: str, user_id: str):
 
 
 @blp.route("/networks/<network>/accounts/<int(max=9223372036854775807):account_id>/activity", methods=["GET"])
-@blp.arguments(ActivityArgs, location="query")
+@blp.arguments(ActivityArgs(), location="query")
 @blp.response(200, ActivitySchema)
 @_errors(404, 422, 500, 503)
 def network_account_activity(args: dict[str, Any], network: str, account_id: int):

@@ -100,7 +100,7 @@ def _one(archive: str, request_id: str) -> dict[str, Any]:
 
 
 @blp.route("/slack/<team_id>/dry-run", methods=["POST"], parameters=path_parameters("team_id"))
-@blp.arguments(EraseArgs)
+@blp.arguments(EraseArgs())
 @blp.response(200, DryRunSchema)
 @blp.alt_response(400, description="not a Slack workspace id")
 @blp.alt_response(422, description="no user, or not a Slack user id")
@@ -112,7 +112,7 @@ def dry_run(args: dict[str, Any], team_id: str):
 
 
 @blp.route("/slack/<team_id>", methods=["POST"], parameters=path_parameters("team_id"))
-@blp.arguments(EraseArgs)
+@blp.arguments(EraseArgs())
 @blp.response(202, RequestSchema)
 @blp.alt_response(400, description="not a Slack workspace id")
 @blp.alt_response(422, description="no user, or not a Slack user id")
@@ -172,7 +172,7 @@ def network_one(network: str, request_id: str):
 
 
 @blp.route("/network/<network>/dry-run", methods=["POST"], parameters=_NETWORK)
-@blp.arguments(EraseAccountArgs)
+@blp.arguments(EraseAccountArgs())
 @blp.response(200, DryRunSchema)
 @blp.alt_response(400, description="not a network name")
 @blp.alt_response(422, description="no account id, or not one")
@@ -184,7 +184,7 @@ def network_dry_run(args: dict[str, Any], network: str):
 
 
 @blp.route("/network/<network>", methods=["POST"], parameters=_NETWORK)
-@blp.arguments(EraseAccountArgs)
+@blp.arguments(EraseAccountArgs())
 @blp.response(202, RequestSchema)
 @blp.alt_response(400, description="not a network name")
 @blp.alt_response(422, description="no account id, or not one")

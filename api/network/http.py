@@ -106,7 +106,7 @@ def get_account(network: str, account_id: int):
 
 
 @blp.route(f"/<network>/accounts/<{ID}:account_id>/posts")
-@blp.arguments(PageArgs, location="query")
+@blp.arguments(PageArgs(), location="query")
 @blp.response(200, PostsPageSchema)
 @blp.alt_response(400, description="invalid cursor (not the next_cursor of this listing)")
 @blp.alt_response(404, description="unknown account")
@@ -137,7 +137,7 @@ def list_posts(args: dict, network: str, account_id: int):
            defaults={"direction": FOLLOWER})
 @blp.route(f"/<network>/accounts/<{ID}:account_id>/follows", endpoint="list_follows",
            defaults={"direction": FOLLOWS})
-@blp.arguments(RelationArgs, location="query")
+@blp.arguments(RelationArgs(), location="query")
 @blp.response(200, RelationSchema(many=True))
 @blp.alt_response(404, description="unknown account")
 def list_relations(args: dict, network: str, account_id: int, direction: str):
@@ -148,7 +148,7 @@ def list_relations(args: dict, network: str, account_id: int, direction: str):
 
 # -- Q4 --------------------------------------------------------------------------------------------------------
 @blp.route(f"/<network>/accounts/<{ID}:account_id>/home")
-@blp.arguments(HomeArgs, location="query")
+@blp.arguments(HomeArgs(), location="query")
 @blp.response(200, HomeSchema)
 @blp.alt_response(404, description="unknown account")
 def home(args: dict, network: str, account_id: int):
@@ -202,8 +202,8 @@ class Follow(MethodView):
 
 # -- posts (Q5), likes -----------------------------------------------------------------------------------------
 @blp.route("/<network>/posts", methods=["POST"])
-@blp.arguments(NewPostSchema)
-@blp.arguments(PostRequestHeadersSchema, location="headers", as_kwargs=True)
+@blp.arguments(NewPostSchema())
+@blp.arguments(PostRequestHeadersSchema(), location="headers", as_kwargs=True)
 @blp.response(201, CreatedPostSchema, headers={"Idempotent-Replayed": {
     "description": "`true` when this answer is the post an earlier request with the same Idempotency-Key made",
     "schema": {"type": "string", "enum": ["true"]}}})
@@ -287,7 +287,7 @@ class Like(MethodView):
 
 # -- Q6 --------------------------------------------------------------------------------------------------------
 @blp.route("/<network>/search")
-@blp.arguments(SearchArgs, location="query")
+@blp.arguments(SearchArgs(), location="query")
 @blp.response(200, SearchResultSchema)
 def search_posts(args: dict, network: str):
     """Q6: the 25 most-liked posts containing every given word (case-insensitive)."""
@@ -325,7 +325,7 @@ def ranking_job(network: str, job_id: uuid.UUID):
 
 
 @blp.route("/<network>/rankings/<any('top-accounts', 'top-followers'):ranking>")
-@blp.arguments(SnapshotArgs, location="query")
+@blp.arguments(SnapshotArgs(), location="query")
 @blp.response(200, SnapshotSchema)
 @blp.alt_response(404, description="no snapshot at that time")
 def ranking(args: dict, network: str, ranking: str):
@@ -340,7 +340,7 @@ def ranking(args: dict, network: str, ranking: str):
 
 
 @blp.route("/<network>/rankings/<any('top-accounts', 'top-followers'):ranking>/history")
-@blp.arguments(HistoryArgs, location="query")
+@blp.arguments(HistoryArgs(), location="query")
 @blp.response(200, HistorySchema)
 def ranking_history(args: dict, network: str, ranking: str):
     """Q2 or Q3 snapshots, newest first."""

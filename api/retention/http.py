@@ -159,7 +159,7 @@ def show(team_id: str):
 
 
 @blp.route("/slack/<team_id>/policies/<target>", methods=["PUT"], parameters=[*path_parameters("team_id"), *_TARGET])
-@blp.arguments(PolicyArgs)
+@blp.arguments(PolicyArgs())
 @blp.response(200, PolicySchema)
 @blp.alt_response(400, description="not a workspace id, or neither '*' nor a channel id")
 @blp.alt_response(422, description="keep_days missing or out of range")
@@ -174,7 +174,7 @@ def put_policy(args: dict[str, Any], team_id: str, target: str):
 
 
 @blp.route("/slack/<team_id>/holds", methods=["POST"], parameters=path_parameters("team_id"))
-@blp.arguments(HoldArgs)
+@blp.arguments(HoldArgs())
 @blp.response(201, HoldSchema)
 @blp.alt_response(400, description="not a workspace id, or a scope without its target (or with one for the "
                                    "archive)")
@@ -213,7 +213,7 @@ def show_network(network: str):
 
 
 @blp.route("/network/<network>/policy", methods=["PUT"], parameters=NETWORK_PATH)
-@blp.arguments(PolicyArgs)
+@blp.arguments(PolicyArgs())
 @blp.response(200, PolicySchema)
 @blp.alt_response(400, description="not a network name")
 @blp.alt_response(422, description="keep_days missing or out of range")
@@ -225,7 +225,7 @@ def put_network_policy(args: dict[str, Any], network: str):
 
 
 @blp.route("/network/<network>/holds", methods=["POST"], parameters=NETWORK_PATH)
-@blp.arguments(NetworkHoldArgs)
+@blp.arguments(NetworkHoldArgs())
 @blp.response(201, HoldSchema)
 @blp.alt_response(400, description="not a network name, or a scope without its target (or with one for the "
                                    "network)")

@@ -147,7 +147,7 @@ thread_scope, users_scope = listings.thread_scope, listings.users_scope
 
 @blp.route("/slack/teams/<team_id>/channels", methods=["GET"],
            parameters=[*path_parameters("team_id"), conditional.IF_NONE_MATCH])
-@blp.arguments(IndexArgs, location="query", as_kwargs=True)
+@blp.arguments(IndexArgs(), location="query", as_kwargs=True)
 @blp.response(200, IndexSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
@@ -194,7 +194,7 @@ def channel_metadata(team_id: str, channel_id: str):
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages", methods=["GET"],
            parameters=[*path_parameters("team_id", "channel_id"), conditional.IF_NONE_MATCH])
-@blp.arguments(TimelineArgs, location="query", as_kwargs=True)
+@blp.arguments(TimelineArgs(), location="query", as_kwargs=True)
 @blp.response(200, PageSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
@@ -245,7 +245,7 @@ def _channel_version(db: Any, team_id: str, channel_id: str) -> tuple[list[str],
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/messages/<ts>", methods=["GET"],
            parameters=[*path_parameters("team_id", "channel_id", "ts"), conditional.IF_NONE_MATCH])
-@blp.arguments(MessageArgs, location="query", as_kwargs=True)
+@blp.arguments(MessageArgs(), location="query", as_kwargs=True)
 @blp.response(200, MessageWithHistorySchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 503)
@@ -271,7 +271,7 @@ def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
            parameters=[*path_parameters("team_id", "channel_id", "thread_ts"), conditional.IF_NONE_MATCH])
-@blp.arguments(ThreadArgs, location="query", as_kwargs=True)
+@blp.arguments(ThreadArgs(), location="query", as_kwargs=True)
 @blp.response(200, ThreadSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
@@ -295,7 +295,7 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))
-@blp.arguments(UsersArgs, location="query", as_kwargs=True)
+@blp.arguments(UsersArgs(), location="query", as_kwargs=True)
 @blp.response(200, UsersSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503, e400=_BAD_CURSOR)
@@ -327,7 +327,7 @@ def get_user(team_id: str, user_id: str):
 
 
 @blp.route("/slack/teams/<team_id>/search", methods=["GET"], parameters=path_parameters("team_id"))
-@blp.arguments(SearchArgs, location="query", as_kwargs=True)
+@blp.arguments(SearchArgs(), location="query", as_kwargs=True)
 @blp.response(200, SearchSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 422, 503, e400=_BAD_CURSOR, e422="a query that cannot be read (the reason says why)")

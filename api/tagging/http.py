@@ -118,7 +118,7 @@ def item(project: str, seq: int):
 
 
 @blp.route(f"/tagging/projects/<project>/items/{_SEQ}/submit", methods=["POST"], parameters=project_parameter())
-@blp.arguments(SubmitArgs)
+@blp.arguments(SubmitArgs())
 @blp.response(200, ItemAnswerSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 409, 422, 503)
@@ -132,7 +132,7 @@ def submit(args: dict[str, Any], project: str, seq: int):
 
 
 @blp.route(f"/tagging/projects/<project>/items/{_SEQ}/skip", methods=["POST"], parameters=project_parameter())
-@blp.arguments(LeaseArgs)
+@blp.arguments(LeaseArgs())
 @blp.response(200, ItemAnswerSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 409, 422, 503)
@@ -143,7 +143,7 @@ def skip(args: dict[str, Any], project: str, seq: int):
 
 
 @blp.route(f"/tagging/projects/<project>/items/{_SEQ}/missing", methods=["POST"], parameters=project_parameter())
-@blp.arguments(MissingArgs)
+@blp.arguments(MissingArgs())
 @blp.response(200, ItemAnswerSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 409, 422, 503)
@@ -167,7 +167,7 @@ def disable(project: str, seq: int):
 
 
 @blp.route(f"/tagging/projects/<project>/items/{_SEQ}/verify", methods=["POST"], parameters=project_parameter())
-@blp.arguments(VerifyArgs)
+@blp.arguments(VerifyArgs())
 @blp.response(200, ItemAnswerSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 409, 422, 503)
@@ -179,7 +179,7 @@ def verify(args: dict[str, Any], project: str, seq: int):
 
 
 @blp.route("/tagging/projects/<project>/review", methods=["GET"], parameters=project_parameter())
-@blp.arguments(ReviewArgs, location="query")
+@blp.arguments(ReviewArgs(), location="query")
 @blp.response(200, ItemsSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 503)
@@ -201,7 +201,7 @@ def stats(project: str):
 
 
 @blp.route("/tagging/projects/<project>/keywords", methods=["GET"], parameters=project_parameter())
-@blp.arguments(KeywordArgs, location="query")
+@blp.arguments(KeywordArgs(), location="query")
 @blp.response(200, KeywordsSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 503)

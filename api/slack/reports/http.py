@@ -59,7 +59,7 @@ def _check_team(team_id: str) -> None:
 
 @blp.route("/slack/teams/<team_id>/reports", methods=["GET"],
            parameters=[*path_parameters("team_id"), conditional.IF_NONE_MATCH])
-@blp.arguments(ReportListArgs, location="query", as_kwargs=True)
+@blp.arguments(ReportListArgs(), location="query", as_kwargs=True)
 @blp.response(200, ReportListSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(400, 401, 403, 404, 503)
@@ -87,7 +87,7 @@ def list_reports(team_id: str, limit: int, cursor: str | None = None):
 
 @blp.route("/slack/teams/<team_id>/reports/<report_id>", methods=["GET"],
            parameters=[*path_parameters("team_id"), _REPORT_PARAM, conditional.IF_NONE_MATCH])
-@blp.arguments(ReportArgs, location="query", as_kwargs=True)
+@blp.arguments(ReportArgs(), location="query", as_kwargs=True)
 @blp.response(200, ReportSchema)
 @blp.doc(security=[{"bearer": []}], **_HTML_DOC)
 @_errors(401, 403, 404, 503)
@@ -139,7 +139,7 @@ def _html_response(page: str) -> Response:
 
 
 @blp.route("/slack/teams/<team_id>/reports", methods=["POST"], parameters=path_parameters("team_id"))
-@blp.arguments(GenerateBody, location="json", required=False)
+@blp.arguments(GenerateBody(), location="json", required=False)
 @blp.response(202, ReportJobSchema)
 @blp.doc(security=[{"bearer": []}])
 @_errors(401, 403, 404, 422, 503)
