@@ -1,7 +1,7 @@
 """Conditional GETs: a strong ETag per page, derived from the versions of what the page reads (for the Slack
 archive, api/slack/versions.py), answered 304 Not Modified without reading the page's rows.
 
-The tag covers the code that renders the page (a digest of the app's sources and templates, so a deploy that
+The tag covers the code that renders the page (a digest of the app's files, so a deploy that
 changes a page's shape changes its tag), the request's path and query, the versions read, and whatever else
 the caller names (the reader's access where it changes what is listed). `Cache-Control: private, no-cache`:
 browsers keep the page and ask again each time (If-None-Match); shared caches do not keep what a token read.
@@ -28,10 +28,10 @@ NOT_MODIFIED = "Not Modified: If-None-Match holds the page's current ETag (no bo
 
 @functools.cache
 def code_digest() -> bytes:
-    """A digest of the app's Python sources and templates, computed once per process."""
+    """A digest of the app's files (sources, templates, page assets), computed once per process."""
     root = Path(__file__).resolve().parent
     digest = hashlib.blake2b(digest_size=16)
-    for path in sorted([*root.rglob("*.py"), *root.rglob("*.html")]):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.digest()

@@ -39,11 +39,12 @@ common = Blueprint("pages_common", __name__, static_folder=str(_API_DIR / "stati
 
 
 def secure(response: Response) -> Response:
-    """The security headers on a response (a header the view set itself is kept); HTML is never cached (pages
-    show archived, scoped data)."""
+    """The security headers on a response (a header the view set itself is kept); HTML is never stored (pages
+    show archived, scoped data), except a page with an ETag (api/conditional.py): the browser keeps it privately
+    and revalidates it each time, and signing out clears it."""
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
-    if response.mimetype == "text/html":
+    if response.mimetype == "text/html" and "ETag" not in response.headers:
         response.headers["Cache-Control"] = "no-store"
     return response
 

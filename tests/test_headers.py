@@ -1,6 +1,7 @@
 """One header policy on every response (api/pages.py `secure`, applied app-wide in api/app.py): every route of the
 URL map, answered with 200s and with errors, as HTML and as JSON, with and without tokens, carries the CSP
-(default-src 'self', frame-ancestors 'none', no inline script), nosniff and the Referrer-Policy; HTML is no-store.
+(default-src 'self', frame-ancestors 'none', no inline script), nosniff and the Referrer-Policy; HTML is no-store,
+except a page with an ETag: kept privately and revalidated each time (`private, no-cache`; api/conditional.py).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def check(response, what: str) -> None:
     assert headers.get("X-Content-Type-Options") == "nosniff", what
     assert headers.get("Referrer-Policy") == "same-origin", what
     if response.mimetype == "text/html":
-        assert "no-store" in headers.get("Cache-Control", ""), what
+        stored = "private, no-cache" if "ETag" in headers else "no-store"
+        assert headers.get("Cache-Control") == stored, what
         assert not INLINE_SCRIPT.search(response.get_data(as_text=True)), f"{what}: inline script"
 
 

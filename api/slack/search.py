@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import itertools
 import re
+import secrets
 from calendar import monthrange
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -221,6 +222,7 @@ class Directory:
     private: frozenset[str]                    # channels.private_channels: ids whose messages need the private scope
     user_names: dict[str, str]                 # user id -> display name
     users_by_name: dict[str, list[str]]        # case-folded name / display name / real name -> user ids
+    snapshot: str = ""                         # which load of the names this is (a page's ETag names it)
 
 
 def _build_directory(db: Database, team_id: str) -> Directory:
@@ -246,7 +248,7 @@ def _build_directory(db: Database, team_id: str) -> Directory:
         user_names[row.user_id] = row.display_name or row.real_name or row.name or row.user_id
         for name in {row.name, row.display_name, row.real_name} - {None, ""}:
             users_by_name.setdefault(name.casefold(), []).append(row.user_id)
-    return Directory(channel_names, by_name, chains, frozenset(), user_names, users_by_name)
+    return Directory(channel_names, by_name, chains, frozenset(), user_names, users_by_name, secrets.token_hex(8))
 
 
 def directory(db: Database, team_id: str) -> Directory:

@@ -158,6 +158,8 @@ def signin() -> Response | tuple[str, int]:
 @bp.post("/archive/signout")
 def signout() -> Response | tuple[str, int]:
     response = redirect(SIGNIN_URL, code=303)
+    # The archive's pages kept by the browser for revalidation (ETag, `private, no-cache`) go with the session.
+    response.headers["Clear-Site-Data"] = '"cache"'
     for name in (COOKIE, TZ_COOKIE):
         response.delete_cookie(name, path=COOKIE_PATH, httponly=True, samesite="Strict", secure=request.is_secure)
     return response

@@ -20,15 +20,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, current_app, g, render_template, request, send_file
+from flask import Blueprint, Response, current_app, g, make_response, render_template, request, send_file
 
+from api import conditional
 from api.activity import calendar, codec, service
 from api.activity import events as ev
 from api.config import Settings
 from api.context import get_db
+from api.csrf import csrf_token
 from api.errors import BadPosition, NotFound
 from api.pages import PageError, error_pages, secure
-from api.slack import activity_index, channels, files, listings, messages, search, users
+from api.slack import activity_index, channels, files, listings, messages, search, users, versions
 from api.slack.codec import is_slack_id
 from api.slack.messages import Message
 from api.slack.timeutil import is_ts, ts_to_us
@@ -59,8 +61,10 @@ FILE_CSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
 @bp.after_request
 def _headers(response: Response) -> Response:
     secure(response)
-    if request.endpoint != "archive_pages.static":
-        response.headers["Cache-Control"] = "no-store"  # every answer holds scoped archive data
+    if request.endpoint != "archive_pages.static" and "ETag" not in response.headers:
+        # Every answer holds scoped archive data. A page with an ETag is kept by the browser and revalidated
+        # (`private, no-cache`); signing out clears the browser's copies (api/viewer/session.py).
+        response.headers["Cache-Control"] = "no-store"
     if request.endpoint == "archive_pages.stored_file" and response.status_code == 200:
         response.headers["Content-Security-Policy"] = FILE_CSP
     return response
@@ -205,11 +209,23 @@ def _timeline_views(reader: Reader, team_id: str, channel_id: str, shown: list[M
 
 
 @bp.get("/teams/<team_id>/channels/<channel_id>")
-def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
-    """A channel's timeline, newest first, a page at a time; deleted messages greyed with include_deleted."""
+def channel_page(team_id: str, channel_id: str) -> Response:
+    """A channel's timeline, newest first, a page at a time; deleted messages greyed with include_deleted. Its
+    ETag: the versions of what it shows (read before any of it), the names' load, and what is the reader's."""
     reader = signed_in_reader()
-    chain = allow_channel(reader, team_id, channel_id, full=True)
+    allow_workspace(reader, team_id)
     db = get_db()
+    shown_scopes = [versions.CHANNELS, versions.USERS]
+    seen = versions.read(db, team_id, [channel_id, *shown_scopes]) if is_slack_id(channel_id) else ()
+    chain = allow_channel(reader, team_id, channel_id, full=True)
+    ids = channels.chain_ids(chain, channel_id)
+    if len(ids) > 1:
+        seen = versions.read(db, team_id, [*ids, *shown_scopes])
+    found = search.directory(db, team_id)
+    tag = conditional.etag(ids, seen, found.snapshot, sorted(found.private), reader.zone_name, reader.scope_label,
+                           reader.grant.private, csrf_token())
+    if (unchanged := conditional.not_modified(tag)) is not None:
+        return unchanged
     include_deleted = _include_deleted()
     meta = channels.metadata(db, team_id, channel_id, chain)
     page, nxt = listings.channel_page(db, team_id, channels.chain_ids(chain, channel_id), limit=PAGE_SIZE,
@@ -220,13 +236,13 @@ def channel_page(team_id: str, channel_id: str) -> tuple[str, int]:
     shown = _timeline_views(reader, team_id, channel_id, page, include_deleted, names_map)
     meta = meta or {"channel_id": channel_id, "name": names_map.get(channel_id, channel_id)}
     previous = [n["name"] for n in meta.get("names_history", ())[1:]]
-    return render_template(
+    return conditional.tagged(make_response(render_template(
         "viewer/channel.html", reader=reader, team=team_id, channel=meta, channel_id=channel_id,
         previous_names=list(dict.fromkeys(previous)), groups=views.with_days(shown), include_deleted=include_deleted,
         next_cursor=listings.sign_ts_position(
             nxt, _secret(), listings.timeline_scope(team_id, channel_id, include_deleted=include_deleted)),
         older_url=f"/archive/teams/{team_id}/channels/{channel_id}/older",
-        channel_url=views.channel_url, zone_name=reader.zone_name), 200
+        channel_url=views.channel_url, zone_name=reader.zone_name)), tag)
 
 
 @bp.get("/teams/<team_id>/channels/<channel_id>/older")

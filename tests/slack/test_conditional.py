@@ -25,6 +25,7 @@ from api.slack import messages, versions, zip_import
 from api.slack.reports import service as reports
 from api.slack.reports.period import Period
 from api.statement import Statement
+from tests.helpers import form_post
 from tests.slack.helpers import ALL, T1_ONLY, created, delete, edit, msg, post_event, reaction, rename
 from tests.test_code_model import _modules
 
@@ -204,3 +205,29 @@ def test_every_write_to_a_table_behind_a_page_names_the_scope_it_changes(db):
                 assert names & {"channel_id", "in(channel_id)"}, statement
             found.append(statement.table)
     assert set(found) == set(versions.TABLE_SCOPES)  # every table listed is written somewhere
+
+
+def test_the_archive_viewers_channel_page_is_revalidated_per_reader_and_signing_out_clears_the_cache(
+        app, workspace):
+    team = workspace["team"]
+    browser = app.test_client()
+    assert form_post(browser, "/archive", {"token": "token-all"}).status_code == 303
+    page = f"/archive/teams/{team}/channels/CETAG1"
+    first = browser.get(page)
+    assert first.status_code == 200 and first.headers["Cache-Control"] == "private, no-cache"
+    tag = first.headers["ETag"]
+    again = browser.get(page, headers={"If-None-Match": tag})
+    assert again.status_code == 304 and again.headers["ETag"] == tag
+    assert browser.get(page).data == first.data  # what the 304 stood for is what a full answer shows
+    # Another reader (another session, another CSRF token in the page) has a tag of their own.
+    other = app.test_client()
+    assert form_post(other, "/archive", {"token": "token-all"}).status_code == 303
+    assert other.get(page, headers={"If-None-Match": tag}).status_code == 200
+    # A new message in the channel: a new page and a new tag.
+    assert post_event(browser, team, msg("CETAG1", ts(6, 55), "zqviewernew")).status_code == 200
+    changed = browser.get(page, headers={"If-None-Match": tag})
+    assert changed.status_code == 200 and b"zqviewernew" in changed.data and changed.headers["ETag"] != tag
+    # Pages without a tag are still not stored; signing out asks the browser to drop what it kept.
+    assert browser.get(f"/archive/teams/{team}").headers["Cache-Control"] == "no-store"
+    out = form_post(browser, "/archive/signout", page=page)
+    assert out.status_code == 303 and out.headers["Clear-Site-Data"] == '"cache"'
