@@ -50,7 +50,7 @@ from uuid import UUID
 
 from api.config import Settings
 from api.db import Database
-from api.migrations import migrate
+from api.migrations import CQL_DIR, migrate
 from api.node.common import NodeError
 from api.node.config import NodeSpec, local_node_spec
 from api.node.process import read_pid
@@ -85,20 +85,21 @@ def scratch_settings(keyspace: str, *, node: NodeSpec | None = None, replication
 
 def create_scratch_keyspace(prefix: str = "scale", *, node: NodeSpec | None = None,
                             replication: str = "SimpleStrategy:1", log: Callable[[str], None] = lambda _m: None,
-                            **overrides: Any) -> Database:
-    """A new keyspace `<prefix>_<UTC time>_<random>` with every migration of `cql/` applied; returns a
-    Database on it. `overrides` replace Settings fields (e.g. request_timeout for bulk loads)."""
+                            directory: Path = CQL_DIR, **overrides: Any) -> Database:
+    """A new keyspace `<prefix>_<UTC time>_<random>` with every migration of `directory` (default `cql/`)
+    applied; returns a Database on it. `overrides` replace Settings fields (e.g. request_timeout for bulk
+    loads)."""
     if not re.fullmatch(r"[a-z][a-z0-9]{0,15}", prefix):
         raise ValueError(f"scratch keyspace prefix {prefix!r}: 1-16 lower-case letters and digits")
     keyspace = f"{prefix}_{datetime.now(UTC):%Y%m%dt%H%M%S}_{secrets.token_hex(3)}"
-    return _migrated(scratch_settings(keyspace, node=node, replication=replication, **overrides), log)
+    return _migrated(scratch_settings(keyspace, node=node, replication=replication, **overrides), log, directory)
 
 
-def _migrated(settings: Settings, log: Callable[[str], None]) -> Database:
-    """Apply the pending migrations of `cql/` to the settings' keyspace; a Database on it."""
+def _migrated(settings: Settings, log: Callable[[str], None], directory: Path = CQL_DIR) -> Database:
+    """Apply the pending migrations of `directory` to the settings' keyspace; a Database on it."""
     admin = Database(settings, keyspace="")
     try:
-        migrate(admin, settings.keyspace, settings.replication_map(), log=log)
+        migrate(admin, settings.keyspace, settings.replication_map(), directory=directory, log=log)
     finally:
         admin.close()
     return Database(settings)

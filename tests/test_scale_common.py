@@ -34,8 +34,19 @@ VALUE = 100  # characters in each of the two text columns of a wide row
 
 
 @pytest.fixture(scope="module")
-def scratch(cassandra_node: NodeSpec):
-    with scratch_keyspace("harnesstest", node=cassandra_node, request_timeout=30.0) as db:
+def some_migrations(tmp_path_factory) -> Path:
+    """The keyspace's migration and the follower network's tables: a schema of a few tables to create (the
+    whole of cql/ takes half a minute of the node's schema work; the session's keyspace has it all)."""
+    directory = tmp_path_factory.mktemp("cql")
+    for name in ("0001_keyspace.cql", "0020_network.cql"):
+        (directory / name).write_text((CQL_DIR / name).read_text())
+    return directory
+
+
+@pytest.fixture(scope="module")
+def scratch(cassandra_node: NodeSpec, some_migrations: Path):
+    with scratch_keyspace("harnesstest", node=cassandra_node, request_timeout=30.0,
+                          directory=some_migrations) as db:
         yield db
 
 
@@ -63,13 +74,14 @@ def _delete_rows(db: Database, table: str, key: int, rows: range) -> None:
 # ------------------------------------------------------------------------------------------------ keyspaces
 
 
-def test_scratch_keyspace_is_migrated_then_dropped(cassandra_node):
-    with scratch_keyspace("harnessks", node=cassandra_node) as db:
+def test_scratch_keyspace_is_migrated_then_dropped(cassandra_node, some_migrations):
+    with scratch_keyspace("harnessks", node=cassandra_node, directory=some_migrations) as db:
         keyspace = db.keyspace
         assert re.fullmatch(r"harnessks_\d{8}t\d{6}_[0-9a-f]{6}", keyspace)
         applied = {row.name for row in db.execute_raw(
             f"SELECT name, status FROM {keyspace}.schema_migrations") if row.status == "applied"}
-        assert applied == {p.name for p in CQL_DIR.glob("*.cql")}
+        assert applied == {p.name for p in some_migrations.glob("*.cql")} == {"0001_keyspace.cql",
+                                                                                "0020_network.cql"}
         assert "posts_by_id" in db.cluster.metadata.keyspaces[keyspace].tables
     admin = Database(scratch_settings(keyspace, node=cassandra_node), keyspace="")
     try:
@@ -182,10 +194,19 @@ def test_tombstone_warnings_follow_the_log_across_a_roll_over(tmp_path):
 # ------------------------------------------------------------------------------------------------ measure
 
 
+def _unstalled(mode: str, concurrency: int) -> dict:
+    """`measure` of 5 ms sleeps, again when the process stalled meanwhile (a sleep seen taking over 100 ms: the
+    cluster tests' start-up shares this process's interpreter), at most three times."""
+    for _ in range(3):
+        found = measure(lambda: time.sleep(0.005), seconds=1.0, concurrency=concurrency, mode=mode, warmup=0.1)
+        if found["max_ms"] <= 100:
+            return found
+    raise AssertionError(f"every measurement stalled: {found}")
+
+
 def test_measure_times_every_call_in_threads_and_processes():
     for mode in ("threads", "processes"):
-        one = measure(lambda: time.sleep(0.005), seconds=1.0, concurrency=1, mode=mode, warmup=0.1)
-        four = measure(lambda: time.sleep(0.005), seconds=1.0, concurrency=4, mode=mode, warmup=0.1)
+        one, four = _unstalled(mode, 1), _unstalled(mode, 4)
         assert 5.0 <= one["p50_ms"] <= 30.0 and one["p99_ms"] >= one["p50_ms"], one
         assert 30 <= one["requests"] <= 200 and one["errors"] == 0, one
         assert abs(one["rate"] - one["requests"]) <= 0.1 * one["requests"], one  # a one-second window
