@@ -6,14 +6,18 @@ import threading
 
 import pytest
 
+from api.migrations import CQL_DIR
 from api.node.config import NodeSpec
 from bench.io_floor import COUNTS, ROWS, LikeIoFloor
 from bench.scale_common import scratch_keyspace
 
 
 @pytest.fixture(scope="module")
-def scratch(cassandra_node: NodeSpec):
-    with scratch_keyspace("floortest", node=cassandra_node, request_timeout=30.0) as db:
+def scratch(cassandra_node: NodeSpec, tmp_path_factory):
+    """A keyspace of its own, with none of cql/'s tables: the floor makes and drops its own probe tables."""
+    migrations = tmp_path_factory.mktemp("cql")
+    (migrations / "0001_keyspace.cql").write_text((CQL_DIR / "0001_keyspace.cql").read_text())
+    with scratch_keyspace("floortest", node=cassandra_node, request_timeout=30.0, directory=migrations) as db:
         yield db
 
 
