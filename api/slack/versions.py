@@ -34,7 +34,8 @@ ANY = "*"  # in every page's ETag: advanced by a write whose channel is not know
 CHANNELS, USERS, REPORTS = "channels", "users", "reports"
 _CHANNEL = None  # the write's own channel id
 
-# Every table a page reads, with the scopes a write to it advances (a test checks each page's tables are here).
+# Every table a page reads, with the scopes a write to it advances (tests/slack/test_conditional.py checks that
+# every statement writing one of them binds the workspace, and the channel where the scope is the write's own).
 TABLE_SCOPES: dict[str, tuple[str | None, ...]] = {
     "slack_messages": (_CHANNEL,),
     "slack_thread_replies": (_CHANNEL,),
