@@ -391,6 +391,14 @@ class _Consumer:
         if state.lease_until - self.clock.monotonic() < LEASE_SECONDS / 2:
             self.maintain()  # a long batch keeps its leases
 
+    def put_back(self, item: WorkItem) -> None:
+        state = self.shards.get(item.shard)
+        pair = state.pairs.get(item.group) if state is not None else None
+        if pair is None or pair.open.get(item.pos) is not False:
+            return
+        del pair.open[item.pos]
+        pair.rescan_at = 0.0  # the next take reads from the checkpoint again, which is still before it
+
 
 # Held by the Database (`db.held`), not cached: a consumer holds the leases this process took in Cassandra and the
 # items it handed out and not yet finished. Evicting one (LRU) or clearing it (Caches.clear between tests) would
@@ -424,6 +432,17 @@ def retry(db: Database, item: WorkItem, owner: str, *, due_at_us: int, error: st
     db.execute_many(enqueue_writes(item.queue, item.group, item.key, item.payload, due_at_us=due_at_us,
                                    clock=db.clock, _attempt=item.attempts + 1, _error=error))
     done(db, item, owner)
+
+
+def put_back(db: Database, items: list[WorkItem], owner: str) -> None:
+    """`items` were taken but not begun (a worker stopping mid-batch): they are handed out again, by this owner's
+    next `take` or by the next holder of their shard."""
+    def give_back(consumer: _Consumer) -> None:
+        for item in items:
+            consumer.put_back(item)
+
+    if items:
+        _locked(db, items[0].queue, owner, give_back)
 
 
 def stop(db: Database, queue: str, owner: str) -> None:

@@ -175,8 +175,11 @@ def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any,
     while time.monotonic() < warm_until:
         with contextlib.suppress(Exception):
             fn()
+    # Every worker warmed up; the node's CPU is read (by one worker) while none calls, then all start; at the
+    # end it is read once all have stopped: the node CPU read spans exactly the calls timed.
     barrier.wait()
     node_started = node_cpu() if node_cpu is not None else None
+    barrier.wait()
     out.started = now = time.monotonic()
     cpu_started = time.process_time()
     deadline = now + seconds
@@ -192,6 +195,7 @@ def _work(fn: Callable[[], object], seconds: float, warmup: float, barrier: Any,
         now = end
     out.finished = now
     out.cpu = time.process_time() - cpu_started
+    barrier.wait()
     if node_cpu is not None and node_started is not None:
         out.node_cpu = node_cpu() - node_started
     return out

@@ -187,6 +187,34 @@ def test_a_killed_worker_loses_nothing(mdb, clock, queue):
         workqueue.stop(db, queue, "heir")
 
 
+def test_items_put_back_come_again_to_the_same_owner_and_to_the_next_one(mdb, clock, queue):
+    """A worker stopping mid-batch puts back what it did not begin: its own next take hands those out again,
+    and once it stops, the next holder of the shards gets exactly them (the checkpoint stayed before them)."""
+    db = mdb
+    for i in range(6):
+        workqueue.enqueue(db, queue, "G1", f"k{i}", {})
+    settle(clock)
+    try:
+        batch = sorted(workqueue.take(db, queue, "w1", 6), key=lambda x: x.pos)
+        assert len(batch) == 6
+        for item in batch[:2]:
+            workqueue.done(db, item, "w1")
+        workqueue.put_back(db, batch[2:4], "w1")
+        again = workqueue.take(db, queue, "w1", 6)
+        assert {item.key for item in again} == {item.key for item in batch[2:4]}
+        workqueue.put_back(db, again, "w1")
+        workqueue.put_back(db, batch[:1], "w1")  # finished already: not handed out again
+    finally:
+        workqueue.stop(db, queue, "w1")
+    clock.advance(workqueue.CHECKPOINT_EVERY_SECONDS)
+    try:
+        rest = drain(db, queue, "w2")
+        # k4 and k5 were still taken by w1 when it stopped (neither finished nor put back): they come back too.
+        assert sorted(item.key for item in rest) == [item.key for item in batch[2:]]
+    finally:
+        workqueue.stop(db, queue, "w2")
+
+
 def test_a_checkpoint_stays_settle_us_behind_the_clock(mdb, clock, queue):
     """An item finished less than SETTLE_US after its due time stays ahead of the checkpoint (an enqueue still in
     flight could land there): the next owner sees it again. Finished just after, the checkpoint passes it."""

@@ -97,9 +97,15 @@ class JobWorker:
         self.batch_size, self.max_attempts = batch_size, max_attempts
         self.backoff_seconds, self.backoff_max_seconds = backoff_seconds, backoff_max_seconds
 
-    def run_once(self) -> Stats:
+    def run_once(self, stop: Callable[[], bool] = lambda: False) -> Stats:
+        """One batch of due jobs, run one after another; when `stop()` starts to hold, the jobs not begun are put
+        back on the queue (the checkpoint stays before them), so a signal waits for one job, not a batch."""
         stats = Stats()
-        for item in workqueue.take(self.db, QUEUE, self.owner, self.batch_size):
+        batch = workqueue.take(self.db, QUEUE, self.owner, self.batch_size)
+        for i, item in enumerate(batch):
+            if stop():
+                workqueue.put_back(self.db, batch[i:], self.owner)
+                break
             self._run(item, stats)
         return stats
 
@@ -140,16 +146,16 @@ class JobWorker:
             if on_pass is not None:
                 on_pass(stats)
 
-        run_worker(self.run_once, idle=_idle, clock=self.clock, stop=until, on_pass=count, until_idle=True,
-                   max_passes=max_passes, finish=self.stop if stop else None)
+        run_worker(lambda: self.run_once(until), idle=_idle, clock=self.clock, stop=until, on_pass=count,
+                   until_idle=True, max_passes=max_passes, finish=self.stop if stop else None)
         return total
 
     def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False,
             on_pass: Callable[[Stats], None] | None = None) -> None:
         """Run passes until `stop()` holds, sleeping `interval` (of the clock) after a pass with nothing due;
         then hand the shards back."""
-        run_worker(self.run_once, idle=_idle, clock=self.clock, interval=interval, stop=stop, on_pass=on_pass,
-                   finish=self.stop)
+        run_worker(lambda: self.run_once(stop), idle=_idle, clock=self.clock, interval=interval, stop=stop,
+                   on_pass=on_pass, finish=self.stop)
 
     def stop(self) -> None:
         """Checkpoints written, shards handed back to the other workers."""
