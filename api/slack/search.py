@@ -12,8 +12,10 @@ The plan, bounded per request:
 1. Every word, phrase word, mention, in: and from: becomes a clause: a set of index terms of which a message
    must hold at least one. The days on which all clauses occur are found by intersecting each term's day
    listing (newest first, a page of days at a time); a day where some clause never occurs is never read.
-2. For each such day (a few at a time, concurrently) the postings of every clause's terms are read (one
-   bounded partition per term and day) and intersected: what is left are candidates.
+2. For each such day (a few at a time, concurrently) the postings of the driving clauses (in:, from:,
+   mentions) are read up to PROBE (one bounded partition per term and day; the other clauses' too where none
+   fits); the clauses known whole are intersected, and every other clause's terms are looked up at the
+   candidates' ts only (`ts IN` reads), so a common word's day is never read: what is left are candidates.
 3. Candidates are confirmed, newest first and only as many as the page needs, against the message row: the
    current text must still hold every word and phrase (an edit may have removed one: postings are never
    deleted), the message must not be deleted, and has:/is:/dates must hold. Channels a grant may not read are
@@ -21,12 +23,12 @@ The plan, bounded per request:
 has:file, has:link, has:reaction and is:thread are index terms too (search_index.flag_terms), so they drive
 like a word; confirmation still checks them on the row (a reaction removed leaves a stale posting).
 
-A request spends at most MAX_ROWS of read budget: a posting costs 1, a message row read to confirm a
-candidate CONFIRM_COST. The budget is checked before every read, not between batches: a batch reads only as
-many days as it can afford, a day on which no clause fits in PROBE is read in slices the budget affords, and
-candidates are confirmed a chunk at a time. A page cut short there (or at MAX_DAYS days) still has a cursor,
-to the exact place it stopped (a day, or a ts inside it), and says up to which day it searched: a rare
-combination of common words is paged, never a long request.
+A request spends at most MAX_ROWS of read budget: a posting (read, or a ts looked up) costs 1, a message row
+read to confirm a candidate CONFIRM_COST. The budget is checked before every read, not between batches: a
+batch reads only as many days as it can afford, a day on which no clause fits in PROBE is read in slices the
+budget affords, and candidates are confirmed a chunk at a time. A page cut short there (or at MAX_DAYS days)
+still has a cursor, to the exact place it stopped (a day, or a ts inside it), and says up to which day it
+searched: a rare combination of common words is paged, never a long request.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ MAX_ROWS = 100_000      # read budget of one request: postings, plus CONFIRM_COS
 CONFIRM_COST = 10       # a message row (text, content, reactions) against a key-only posting row
 DAY_PAGE = 128          # days of one term listed per read
 PROBE = 256             # postings of a term and day read first: a clause that fits is not read whole
+LOOKUP = 128            # candidate ts looked up in one read of a term's day (an IN list)
 MAX_CLAUSES = 12        # words, phrases and modifiers in one query
 MAX_ALTERNATIVES = 16   # channels or users one in:/from:/mention may stand for
 DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached (db.caches)
@@ -537,37 +540,91 @@ def _kept(plan: _Plan, day: int, start: Position, rows: set[tuple[int, str]]) ->
     return sorted(kept, key=lambda c: (-c[0], c[1]))
 
 
+# Terms of an in:, a from: or a mention: a channel's, an author's or a mention's postings of a day are few, so
+# these clauses are probed first and, when one fits, drive the day (a common word's day is then never read).
+_DRIVING = ("in:", "from:", "@", "#")
+
+Rows = list[list[tuple[int, str]]]  # per term of a clause, its (ts, channel) postings
+
+
+def _start_probes(plan: _Plan, day: int, start: Position, indexes: list[int]) -> dict[int, list[Any]]:
+    below = _below(plan, day, start)
+    return {i: [search_index.start_postings(plan.db, plan.team_id, term, day, below=below, at_least=plan.lo_us,
+                                            limit=PROBE) for term in plan.clauses[i]] for i in indexes}
+
+
+def _probed(futures: dict[int, list[Any]], budget: _Budget) -> dict[int, Rows]:
+    out = {i: [[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
+           for i, alternatives in futures.items()}
+    budget.spend(sum(len(rows) for alternatives in out.values() for rows in alternatives))
+    return out
+
+
+def _fitting(probed: dict[int, Rows]) -> list[int]:
+    """The probed clauses known whole: every term of theirs had fewer postings than the probe read."""
+    return [i for i, alternatives in probed.items() if all(len(rows) < PROBE for rows in alternatives)]
+
+
+def _start_lookups(plan: _Plan, day: int, candidates: list[tuple[int, str]], indexes: list[int], budget: _Budget
+                   ) -> dict[int, list[Any]]:
+    """The postings of the other clauses' terms at the candidates' ts only (IN lists of LOOKUP values); none
+    when the budget cannot afford them: confirmation then checks the candidates on their rows, a chunk at a
+    time as the budget allows."""
+    ts_values = sorted({ts for ts, _channel in candidates})
+    cost = len(ts_values) * sum(len(plan.clauses[i]) for i in indexes)
+    if not ts_values or cost > budget.left:
+        return {}
+    chunks = [ts_values[i:i + LOOKUP] for i in range(0, len(ts_values), LOOKUP)]
+    budget.spend(cost)
+    return {i: [search_index.start_postings_at(plan.db, plan.team_id, term, day, chunk)
+                for term in plan.clauses[i] for chunk in chunks] for i in indexes}
+
+
+def _looked_up(candidates: list[tuple[int, str]], lookups: dict[int, list[Any]]) -> list[tuple[int, str]]:
+    kept = set(candidates)
+    for alternatives in lookups.values():
+        kept &= {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
+    return [c for c in candidates if c in kept]
+
+
 def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budget
                     ) -> Iterator[tuple[int, list[tuple[int, str]], int | None]]:
-    """(day, candidates newest first, cut) for each day in turn: the (ts, channel) that may hold every clause,
-    after `start`. `cut` is None when the day was read to its end, else a ts: only candidates above it are
-    known (the budget ran out inside the day) and the next page resumes at it.
+    """(day, candidates newest first, cut) for each day in turn: the (ts, channel) that hold every clause's
+    postings, after `start`. `cut` is None when the day was read to its end, else a ts: only candidates above it
+    are known (the budget ran out inside the day) and the next page resumes at it.
 
-    Every term's postings of a day are first read up to PROBE rows (all days of the batch concurrently). A
-    clause whose terms all fit is known whole: the intersection of the clauses known whole is the candidate
-    set, and confirmation checks the other clauses on the message rows (an `in:`, a `from:`, a flag or a rare
-    word of a day is small; a common word's day is not read). A day on which no clause fits is read with as
-    many rows per term as the budget affords: what every term covers (above the oldest ts of any term cut
-    short) is intersected exactly, the rest is left to the next page."""
+    The days of the batch go through the same stages side by side. The driving clauses (in:, from:, mentions;
+    every clause if there are none) are probed first, up to PROBE postings per term; where none of them fits, the
+    other clauses are probed too. A clause whose terms all fit is known whole: the intersection of the clauses
+    known whole gives the candidates, and every other clause is looked up at the candidates' ts only (a point
+    read per candidate in its term's day), so what is left holds every term and confirmation reads only the
+    messages that are answers but for an edit or a flag that stopped holding. A day on which no clause fits is
+    read with as many rows per term as the budget affords: what every term covers (above the oldest ts of any
+    term cut short) is intersected exactly, the rest is left to the next page."""
+    every = list(range(len(plan.clauses)))
+    driving = [i for i in every if all(term.startswith(_DRIVING) for term in plan.clauses[i])] or every
+    probes = {day: _start_probes(plan, day, start, driving) for day in days}
+    probed = {day: _probed(probes[day], budget) for day in days}
+    more = {day: _start_probes(plan, day, start, [i for i in every if i not in probed[day]])
+            for day in days if not _fitting(probed[day]) and len(driving) < len(every)}
+    for day, futures in more.items():
+        probed[day].update(_probed(futures, budget))
+    lookups: dict[int, tuple[list[tuple[int, str]], dict[int, list[Any]]]] = {}
+    for day in days:
+        if fitting := _fitting(probed[day]):
+            whole = set.intersection(*({row for rows in probed[day][i] for row in rows} for i in fitting))
+            candidates = _kept(plan, day, start, whole)
+            lookups[day] = candidates, _start_lookups(plan, day, candidates, [i for i in every if i not in fitting],
+                                                      budget)
     terms = _terms(plan)
-    probes = {day: [[search_index.start_postings(plan.db, plan.team_id, term, day,
-                                                 below=_below(plan, day, start), at_least=plan.lo_us, limit=PROBE)
-                     for term in clause] for clause in plan.clauses] for day in days}
-    for n, day in enumerate(days, 1):
-        clauses = [[[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
-                   for alternatives in probes.pop(day)]
-        budget.spend(sum(len(rows) for alternatives in clauses for rows in alternatives))
-        whole = [{row for rows in alternatives for row in rows} for alternatives in clauses
-                 if all(len(rows) < PROBE for rows in alternatives)]
-        if whole:
-            yield day, _kept(plan, day, start, set.intersection(*whole)), None
+    for day in days:
+        if day in lookups:
+            yield day, _looked_up(*lookups[day]), None
             continue
         # No clause fits: read the day as far as the budget allows (at least one row past the probe per term).
-        # The probes of the batch's later days are in flight: what they may still read is kept back.
-        reserved = (len(days) - n) * terms * PROBE
-        if budget.left - reserved < terms * (PROBE + 1) and budget.progressed:
+        if budget.left < terms * (PROBE + 1) and budget.progressed:
             return  # nothing of this day is answered: the page resumes at its top
-        limit = min(search_index.WHOLE, max(PROBE + 1, (budget.left - reserved) // terms))
+        limit = min(search_index.WHOLE, max(PROBE + 1, budget.left // terms))
         clauses = _read_day(plan, day, start, limit)
         budget.spend(sum(len(rows) for alternatives in clauses for rows in alternatives))
         cut: int | None = None
@@ -620,7 +677,7 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
     days = _common_days(streams)
     hits: list[Hit] = []
     budget = _Budget(MAX_ROWS)
-    probe_cost = _terms(plan) * PROBE
+    probe_cost = 2 * _terms(plan) * PROBE  # a day's probes, and its lookups (at most as many as candidates)
     days_read = 0
     window_size = 1
     done = start  # everything up to here is answered: where a page cut short resumes

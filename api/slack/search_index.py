@@ -35,6 +35,8 @@ SELECT_TERM_DAYS = Statement(
 SELECT_POSTINGS = Statement(
     "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts < ? "
     "AND ts >= ? LIMIT ?")
+SELECT_POSTINGS_AT = Statement(
+    "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts IN ?")
 WHOLE = 1_000_000  # the LIMIT of a whole-partition read (partitions are bounded by design, far below this)
 SELECT_PROGRESS = Statement(
     "SELECT channel_id, next_day, messages, version, flags_only FROM slack_search_backfill WHERE team_id = ?")
@@ -151,6 +153,12 @@ def start_postings(db: Database, team_id: str, term: str, day: int, *, below: in
     """Future of the first `limit` (ts, channel_id) postings of `term` on `day` with at_least <= ts < below,
     newest first. The partition is bounded by design (one term, one day, one workspace): WHOLE reads it all."""
     return db.execute_async(SELECT_POSTINGS, (team_id, term, day, below, at_least, limit))
+
+
+def start_postings_at(db: Database, team_id: str, term: str, day: int, ts_values: list[int]) -> Any:
+    """Future of the (ts, channel_id) postings of `term` on `day` at exactly these ts (one partition: each value a
+    point read in it), so a term is checked for a few candidates without reading its day."""
+    return db.execute_async(SELECT_POSTINGS_AT, (team_id, term, day, ts_values))
 
 
 def progress(db: Database, team_id: str) -> dict[str, tuple[int, int, int, bool]]:

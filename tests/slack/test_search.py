@@ -260,10 +260,11 @@ def test_search_equals_the_brute_force_reference(client, archive, q, predicate):
         assert m["text"] == model.text and "deleted" not in m
 
 
-@pytest.mark.parametrize("probe", [1, 3])
+@pytest.mark.parametrize("probe", [1, 3, 12])
 def test_days_read_whole_give_the_same_answers(client, archive, monkeypatch, probe):
     """With a tiny first read per term and day, most days are read whole and intersected (the path a common
-    word's busy day takes) instead of being confirmed from the one clause that fits."""
+    word's busy day takes) instead of being confirmed from the one clause that fits; with a small one, an in: or
+    from: fits on some days and not on others (its words probed too, or only looked up)."""
     monkeypatch.setattr(search, "PROBE", probe)
     for q, predicate in QUERIES[:18]:
         if predicate is not None:
@@ -319,7 +320,10 @@ class _Meter:
     def __init__(self, monkeypatch) -> None:
         from api.slack import messages, search_index
         self.postings = self.confirmed = 0
+        self.probes: list[str] = []   # terms whose postings of a day were read
+        self.lookups: list[str] = []  # terms looked up at candidates' ts
         start_postings, start_candidates = search_index.start_postings, messages.start_candidates
+        start_postings_at = search_index.start_postings_at
         meter = self
 
         class Counted:
@@ -331,19 +335,47 @@ class _Meter:
                 meter.postings += len(rows)
                 return rows
 
-        def postings(*args, **kwargs):
-            return Counted(start_postings(*args, **kwargs))
-
         def candidates(db, team_id, channel_id, day, ts_list):
             meter.confirmed += len(ts_list)
             return start_candidates(db, team_id, channel_id, day, ts_list)
 
-        monkeypatch.setattr(search_index, "start_postings", postings)
+        def looked_up(db, team_id, term, day, ts_values):
+            meter.postings += len(ts_values)  # a point read per value asked for, found or not
+            meter.lookups.append(term)
+            return start_postings_at(db, team_id, term, day, ts_values)
+
+        def probed(db, team_id, term, *args, **kwargs):
+            meter.probes.append(term)
+            return Counted(start_postings(db, team_id, term, *args, **kwargs))
+
+        monkeypatch.setattr(search_index, "start_postings", probed)
+        monkeypatch.setattr(search_index, "start_postings_at", looked_up)
         monkeypatch.setattr(messages, "start_candidates", candidates)
 
     def take(self) -> tuple[int, int]:
         out, self.postings, self.confirmed = (self.postings, self.confirmed), 0, 0
         return out
+
+
+@pytest.mark.parametrize(("q", "predicate", "driver"), [
+    ("in:#townhall latency alpha", lambda m: m.channel == "CGEN1" and _has(m, "latency") and _has(m, "alpha"),
+     "in:cgen1"),
+    ("from:@zoe beta has:reaction", lambda m: m.user == "UZOE3" and _has(m, "beta") and m.reactions, "from:uzoe3"),
+])
+def test_an_in_or_a_from_drives_and_the_words_are_only_looked_up(client, archive, monkeypatch, q, predicate,
+                                                                   driver):
+    """A channel's or an author's postings of a day are read; the words and flags are looked up at those
+    messages' ts only (never read by day), so the messages confirmed are the answers, plus those an edit,
+    a deletion or a removed reaction made stale (postings are never deleted)."""
+    meter = _Meter(monkeypatch)
+    got = run_search(client, q, limit=50)
+    expected = reference(archive, predicate)
+    assert [(m["channel_id"], m["ts"]) for m in got] == expected and expected
+    assert set(meter.probes) == {driver} and meter.lookups
+    # The archive's 40 edited, 25 deleted and 60 reacted-to messages (a quarter of them un-reacted) may be stale.
+    assert len(expected) <= meter.confirmed <= len(expected) + 40 + 25 + 60, meter.confirmed
+    everyone = [m for m in archive.values() if driver in (f"in:{m.channel.casefold()}", f"from:{m.user.casefold()}")]
+    assert meter.confirmed < len(everyone) / 2  # a plan that confirmed every driving posting fails here
 
 
 @pytest.mark.parametrize(("q", "probe"), [("in:#random", 256), ("deploy -budget", 1), ("has:link deploy", 1)])
