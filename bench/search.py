@@ -94,7 +94,7 @@ from api.slack import ingest, messages, search, search_index, users
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
 from api.slack.timeutil import ts_to_us, us_to_ts
-from bench.activity import _settle
+from bench.scale_common import settle
 from bench.scale_common import _percentile, local_node, scratch_keyspace, scratch_settings, served, write_result
 from bench.tagging import cpu_seconds
 
@@ -490,7 +490,7 @@ def storage(db: Database, messages_total: int, *, compact: bool, settle_seconds:
         started = time.perf_counter()
         nodetool(node, "compact", db.keyspace, *STORAGE_TABLES, timeout=7200)
         out["major_compaction_seconds"] = round(time.perf_counter() - started, 1)
-    out["settle_seconds"] = _settle(node, db.keyspace, limit=settle_seconds)
+    out["settle_seconds"] = settle(node, db.keyspace, limit=settle_seconds)
     stats = json.loads(nodetool(node, "tablestats", "-F", "json", db.keyspace))[db.keyspace]["tables"]
     tables = {}
     for table in STORAGE_TABLES:
