@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime, tzinfo
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
@@ -328,12 +328,87 @@ def _body(m: Message, content: dict[str, Any], names: rich.Names) -> tuple[Marku
     return html, cards, extras, note
 
 
-def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: tzinfo, page_channel_id: str | None,
-                  include_deleted: bool, channel_names_map: Mapping[str, str],
+class _Noted(Mapping[str, str]):
+    """A name map that notes each name a rendering looks up (found or not): what the HTML depends on."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+        self.looked_up: dict[str, str | None] = {}
+        self.listed = False  # the whole map was read: the HTML depends on all of it (not kept)
+
+    def __getitem__(self, key: str) -> str:
+        value = self.names.get(key)
+        self.looked_up[key] = value
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        value = self.names.get(key)
+        self.looked_up[key] = value
+        return default if value is None else value
+
+    def __iter__(self) -> Iterator[str]:
+        self.listed = True
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Body:
+    html: tuple[Markup, Markup, Markup, str | None]
+    users: tuple[tuple[str, str | None], ...]      # the names it looked up, as they were
+    channels: tuple[tuple[str, str | None], ...]
+    links: tuple[tuple[str, str], ...]             # the channel links it asked for
+
+    def holds(self, users: Mapping[str, str], channels: Mapping[str, str], link: Callable[[str], str]) -> bool:
+        return (all(users.get(k) == v for k, v in self.users) and all(channels.get(k) == v for k, v in self.channels)
+                and all(link(k) == v for k, v in self.links))
+
+
+# A message's HTML is a function of its text, content, subtype and files, the reader's zone, and the names it
+# looks up: kept per process under the first four and the zone, and used again while every name it looked up
+# is still the same (a rename or a channel made private renders it again). An edit or an unfurl changes the
+# text or the content, so the key. Messages with large content are rendered each time (the key holds it).
+_BODIES = "viewer.message_bodies"
+_BODIES_MAX = 4_000
+_BODY_KEY_MAX_BYTES = 16_384
+
+
+def _cached_body(db: Database | None, team_id: str, m: Message, content: dict[str, Any], names: rich.Names
+                 ) -> tuple[Markup, Markup, Markup, str | None]:
+    link = names.channel_url
+    if db is None or link is None or len(m.text or "") + len(m.content_blob or b"") > _BODY_KEY_MAX_BYTES:
+        return _body(m, content, names)
+    cache = db.caches.lru(_BODIES, maxsize=_BODIES_MAX)
+    key = (team_id, names.zone, m.text, m.content_blob, m.subtype, bool(m.files))
+    found = cache.get(key)
+    if found is not None and found.holds(names.users, names.channels, link):
+        return found.html
+    users, channels, links = _Noted(names.users), _Noted(names.channels), {}
+
+    def noted_link(channel_id: str) -> str:
+        links[channel_id] = link(channel_id)
+        return links[channel_id]
+
+    html = _body(m, content, rich.Names(users, channels, noted_link, names.zone))
+    if not users.listed and not channels.listed:
+        cache.set(key, _Body(html, tuple(users.looked_up.items()), tuple(channels.looked_up.items()),
+                             tuple(links.items())))
+    return html
+
+
+def message_views(db: Database | None, team_id: str, msgs: Sequence[Message], *, zone: tzinfo,
+                  page_channel_id: str | None, include_deleted: bool, channel_names_map: Mapping[str, str],
                   names: Mapping[str, str] | None = None, show_channel: bool = False) -> list[MessageView]:
     """The view of each message, in the order given. `page_channel_id` is the channel whose URLs the links use
     (None: each message's own channel); a thread head shows its stored reply count;
-    `names` user names already known (the rest are read)."""
+    `names` user names already known (the rest are read; `db` None: none to read, and no HTML kept)."""
     known = dict(names or {})
     missing = page_user_ids(msgs) - known.keys()
     if missing:
@@ -356,7 +431,8 @@ def message_views(db: Database, team_id: str, msgs: Sequence[Message], *, zone: 
                 author_name = bot
         else:
             author_name = bot or m.bot_id or "unknown"
-        html, cards, extras, note = _body(m, content, rich.Names(known, channel_names_map, channel_link, zone))
+        html, cards, extras, note = _cached_body(db, team_id, m, content,
+                                                 rich.Names(known, channel_names_map, channel_link, zone))
         reactions = tuple(_reaction(name, who, known) for name, who in m.reactions)
         author_name, author_title = render.shown_with_title(author_name)
         channel_name, channel_title = (render.shown_with_title(channel_names_map.get(m.channel_id, m.channel_id))
