@@ -94,8 +94,7 @@ from api.slack import ingest, messages, search, search_index, users
 from api.slack.messages import NewMessage
 from api.slack.payloads import HistoryMessage
 from api.slack.timeutil import ts_to_us, us_to_ts
-from bench.scale_common import settle
-from bench.scale_common import _percentile, local_node, scratch_keyspace, scratch_settings, served, write_result
+from bench.scale_common import _percentile, local_node, scratch_keyspace, scratch_settings, served, settle, write_result
 from bench.tagging import cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -868,6 +867,8 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
     and search.py's phase functions for the duration (this process only)."""
     originals = {(search_index, "start_term_days"): search_index.start_term_days,
                  (search_index, "start_postings"): search_index.start_postings,
+                 (search_index, "start_postings_of_days"): search_index.start_postings_of_days,
+                 (search_index, "start_postings_at"): search_index.start_postings_at,
                  (messages, "start_candidates"): messages.start_candidates,
                  (search, "_day_candidates"): search._day_candidates, (search, "_confirm"): search._confirm,
                  (search, "directory"): search.directory}
@@ -903,6 +904,8 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
 
     search_index.start_term_days = reads("term_days", originals[(search_index, "start_term_days")])
     search_index.start_postings = reads("postings", originals[(search_index, "start_postings")])
+    search_index.start_postings_of_days = reads("postings", originals[(search_index, "start_postings_of_days")])
+    search_index.start_postings_at = reads("lookups", originals[(search_index, "start_postings_at")])
     messages.start_candidates = reads("messages", originals[(messages, "start_candidates")])
     search._day_candidates = phase_of_generator("candidates", originals[(search, "_day_candidates")])
     search._confirm = phase("confirm", originals[(search, "_confirm")])
@@ -922,8 +925,8 @@ def diagnose(db: Database, classes: dict[str, list[Query]], calls: int, profile_
         page2 = name.startswith("page2")
         positions = {q.q: search.search(db, TEAM, q.q, limit=LIMIT).next_position for q in queries} if page2 else {}
         counter: dict[str, float] = dict.fromkeys(
-            ["term_days_reads", "term_days_rows", "postings_reads", "postings_rows", "messages_reads",
-             "messages_rows", "candidates_ms", "confirm_ms", "directory_ms"], 0.0)
+            ["term_days_reads", "term_days_rows", "postings_reads", "postings_rows", "lookups_reads", "lookups_rows",
+             "messages_reads", "messages_rows", "candidates_ms", "confirm_ms", "directory_ms"], 0.0)
         total_ms = 0.0
         partial = 0
         with instrumented(counter):

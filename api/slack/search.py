@@ -547,16 +547,28 @@ _DRIVING = ("in:", "from:", "@", "#")
 Rows = list[list[tuple[int, str]]]  # per term of a clause, its (ts, channel) postings
 
 
-def _start_probes(plan: _Plan, day: int, start: Position, indexes: list[int]) -> dict[int, list[Any]]:
-    below = _below(plan, day, start)
-    return {i: [search_index.start_postings(plan.db, plan.team_id, term, day, below=below, at_least=plan.lo_us,
-                                            limit=PROBE) for term in plan.clauses[i]] for i in indexes}
-
-
-def _probed(futures: dict[int, list[Any]], budget: _Budget) -> dict[int, Rows]:
-    out = {i: [[(r.ts, r.channel_id) for r in future.result()] for future in alternatives]
-           for i, alternatives in futures.items()}
-    budget.spend(sum(len(rows) for alternatives in out.values() for rows in alternatives))
+def _probes(plan: _Plan, days: list[int], start: Position, indexes: list[int], budget: _Budget
+            ) -> dict[int, dict[int, Rows]]:
+    """day -> clause -> each term's first PROBE postings of that day. A term is read for all the days in one
+    statement (`day IN`, PER PARTITION LIMIT), but for the day the page resumes in (bounded by its position)."""
+    resumed = [day for day in days if day == start.day and start.ts is not None]
+    rest = [day for day in days if day not in resumed]
+    futures: list[tuple[int, int, int | None, Any]] = []  # clause, term, its day (None: the rows name it), read
+    for i in indexes:
+        for j, term in enumerate(plan.clauses[i]):
+            if rest:
+                futures.append((i, j, None, search_index.start_postings_of_days(
+                    plan.db, plan.team_id, term, rest, below=plan.hi_us, at_least=plan.lo_us, limit=PROBE)))
+            for day in resumed:
+                futures.append((i, j, day, search_index.start_postings(
+                    plan.db, plan.team_id, term, day, below=_below(plan, day, start), at_least=plan.lo_us,
+                    limit=PROBE)))
+    out: dict[int, dict[int, Rows]] = {day: {i: [[] for _term in plan.clauses[i]] for i in indexes} for day in days}
+    for i, j, day, future in futures:
+        for r in future.result():
+            out[r.day if day is None else day][i][j].append((r.ts, r.channel_id))
+    budget.spend(sum(len(rows) for by_clause in out.values() for alternatives in by_clause.values()
+                     for rows in alternatives))
     return out
 
 
@@ -565,26 +577,28 @@ def _fitting(probed: dict[int, Rows]) -> list[int]:
     return [i for i, alternatives in probed.items() if all(len(rows) < PROBE for rows in alternatives)]
 
 
-def _start_lookups(plan: _Plan, day: int, candidates: list[tuple[int, str]], indexes: list[int], budget: _Budget
-                   ) -> dict[int, list[Any]]:
-    """The postings of the other clauses' terms at the candidates' ts only (IN lists of LOOKUP values); none
-    when the budget cannot afford them: confirmation then checks the candidates on their rows, a chunk at a
-    time as the budget allows."""
-    ts_values = sorted({ts for ts, _channel in candidates})
-    cost = len(ts_values) * sum(len(plan.clauses[i]) for i in indexes)
-    if not ts_values or cost > budget.left:
-        return {}
-    chunks = [ts_values[i:i + LOOKUP] for i in range(0, len(ts_values), LOOKUP)]
-    budget.spend(cost)
-    return {i: [search_index.start_postings_at(plan.db, plan.team_id, term, day, chunk)
-                for term in plan.clauses[i] for chunk in chunks] for i in indexes}
-
-
-def _looked_up(candidates: list[tuple[int, str]], lookups: dict[int, list[Any]]) -> list[tuple[int, str]]:
-    kept = set(candidates)
-    for alternatives in lookups.values():
-        kept &= {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
-    return [c for c in candidates if c in kept]
+def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[int, list[int]], budget: _Budget
+             ) -> None:
+    """Narrow each day's candidates (`found`) by the clauses left for it (`todo`), one clause per stage for all
+    the days at once: a clause's terms are read at the candidates' ts only (IN lists of LOOKUP values), so a day
+    whose candidates are gone reads nothing more. Stops (leaving the rest to confirmation) when the budget
+    cannot afford a stage."""
+    while True:
+        stage = {day: todo[day].pop(0) for day in found if found[day] and todo[day]}
+        if not stage:
+            return
+        cost = sum(len({ts for ts, _c in found[day]}) * len(plan.clauses[i]) for day, i in stage.items())
+        if cost > budget.left:
+            return
+        budget.spend(cost)
+        futures = {}
+        for day, i in stage.items():
+            ts_values = sorted({ts for ts, _channel in found[day]})
+            futures[day] = [search_index.start_postings_at(plan.db, plan.team_id, term, day, ts_values[k:k + LOOKUP])
+                            for term in plan.clauses[i] for k in range(0, len(ts_values), LOOKUP)]
+        for day, alternatives in futures.items():
+            held = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
+            found[day] = [c for c in found[day] if c in held]
 
 
 def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budget
@@ -593,33 +607,35 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
     postings, after `start`. `cut` is None when the day was read to its end, else a ts: only candidates above it
     are known (the budget ran out inside the day) and the next page resumes at it.
 
-    The days of the batch go through the same stages side by side. The driving clauses (in:, from:, mentions;
-    every clause if there are none) are probed first, up to PROBE postings per term; where none of them fits, the
-    other clauses are probed too. A clause whose terms all fit is known whole: the intersection of the clauses
-    known whole gives the candidates, and every other clause is looked up at the candidates' ts only (a point
-    read per candidate in its term's day), so what is left holds every term and confirmation reads only the
-    messages that are answers but for an edit or a flag that stopped holding. A day on which no clause fits is
-    read with as many rows per term as the budget affords: what every term covers (above the oldest ts of any
-    term cut short) is intersected exactly, the rest is left to the next page."""
+    The days of the batch go through the same stages together. The driving clauses (in:, from:, mentions; every
+    clause if there are none) are probed first, up to PROBE postings per term and day (a read per term for all
+    the days); where none of them fits, the other clauses are probed too. A clause whose terms all fit is known
+    whole: the intersection of the clauses known whole gives the candidates, and every other clause is looked up
+    at the candidates' ts only (a point read per candidate in its term's day), a clause at a time, so what is
+    left holds every term and confirmation reads only the messages that are answers but for an edit or a flag
+    that stopped holding. A day on which no clause fits is read with as many rows per term as the budget
+    affords: what every term covers (above the oldest ts of any term cut short) is intersected exactly, the rest
+    is left to the next page."""
     every = list(range(len(plan.clauses)))
     driving = [i for i in every if all(term.startswith(_DRIVING) for term in plan.clauses[i])] or every
-    probes = {day: _start_probes(plan, day, start, driving) for day in days}
-    probed = {day: _probed(probes[day], budget) for day in days}
-    more = {day: _start_probes(plan, day, start, [i for i in every if i not in probed[day]])
-            for day in days if not _fitting(probed[day]) and len(driving) < len(every)}
-    for day, futures in more.items():
-        probed[day].update(_probed(futures, budget))
-    lookups: dict[int, tuple[list[tuple[int, str]], dict[int, list[Any]]]] = {}
+    probed = _probes(plan, days, start, driving, budget)
+    unfit = [day for day in days if not _fitting(probed[day])]
+    if unfit and len(driving) < len(every):
+        more = _probes(plan, unfit, start, [i for i in every if i not in driving], budget)
+        for day in unfit:
+            probed[day].update(more[day])
+    found: dict[int, list[tuple[int, str]]] = {}
+    todo: dict[int, list[int]] = {}
     for day in days:
         if fitting := _fitting(probed[day]):
             whole = set.intersection(*({row for rows in probed[day][i] for row in rows} for i in fitting))
-            candidates = _kept(plan, day, start, whole)
-            lookups[day] = candidates, _start_lookups(plan, day, candidates, [i for i in every if i not in fitting],
-                                                      budget)
+            found[day] = _kept(plan, day, start, whole)
+            todo[day] = [i for i in every if i not in fitting]
+    _look_up(plan, found, todo, budget)
     terms = _terms(plan)
     for day in days:
-        if day in lookups:
-            yield day, _looked_up(*lookups[day]), None
+        if day in found:
+            yield day, found[day], None
             continue
         # No clause fits: read the day as far as the budget allows (at least one row past the probe per term).
         if budget.left < terms * (PROBE + 1) and budget.progressed:
@@ -695,7 +711,7 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
         batch = list(itertools.islice(days, size))
         if not batch:
             return Page(hits, None, None, query, directory(db, team_id))
-        window_size = min(window_size * 2, 16)
+        window_size = min(window_size * 2, 64)
         days_read += len(batch)
         answered = 0
         for day, candidates, cut in _day_candidates(plan, batch, start, budget):

@@ -35,6 +35,9 @@ SELECT_TERM_DAYS = Statement(
 SELECT_POSTINGS = Statement(
     "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts < ? "
     "AND ts >= ? LIMIT ?")
+SELECT_POSTINGS_OF_DAYS = Statement(
+    "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ? AND ts < ? "
+    "AND ts >= ? PER PARTITION LIMIT ? LIMIT ?", unpaged=True)
 SELECT_POSTINGS_AT = Statement(
     "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts IN ?")
 WHOLE = 1_000_000  # the LIMIT of a whole-partition read (partitions are bounded by design, far below this)
@@ -153,6 +156,13 @@ def start_postings(db: Database, team_id: str, term: str, day: int, *, below: in
     """Future of the first `limit` (ts, channel_id) postings of `term` on `day` with at_least <= ts < below,
     newest first. The partition is bounded by design (one term, one day, one workspace): WHOLE reads it all."""
     return db.execute_async(SELECT_POSTINGS, (team_id, term, day, below, at_least, limit))
+
+
+def start_postings_of_days(db: Database, team_id: str, term: str, days: list[int], *, below: int, at_least: int,
+                           limit: int) -> Any:
+    """Future of the first `limit` postings of `term` on each of `days` (one read of those partitions; rows
+    (day, ts, channel_id), each day's newest first), with at_least <= ts < below."""
+    return db.execute_async(SELECT_POSTINGS_OF_DAYS, (team_id, term, days, below, at_least, limit, limit * len(days)))
 
 
 def start_postings_at(db: Database, team_id: str, term: str, day: int, ts_values: list[int]) -> Any:

@@ -42,6 +42,7 @@ _API_DIR = Path(__file__).resolve().parents[1]
 bp = Blueprint("archive_pages", __name__, url_prefix="/archive", template_folder=str(_API_DIR / "templates"),
                static_folder=str(_API_DIR / "static" / "viewer"), static_url_path="/static")
 bp.add_app_template_filter(render.shown, "shown")  # data shown by the templates: viewer/_names.html, render.py
+bp.add_app_template_global(views.message_html, "message")  # one message's HTML, kept per process (views.py)
 
 PAGE_SIZE = 50  # timeline messages per page (the REST API's default limit)
 THREAD_PAGE = 100

@@ -23,6 +23,7 @@ from datetime import date, datetime, tzinfo
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
+from flask import current_app
 from markupsafe import Markup
 
 from api.context import get_db
@@ -456,6 +457,26 @@ def message_views(db: Database | None, team_id: str, msgs: Sequence[Message], *,
             attachments=cards, extras=extras, note=note, author_title=author_title,
         ))
     return out
+
+
+# The `message` macro's HTML of a view, kept per process under the view itself: a frozen value of everything the
+# macro shows (its text's HTML, names, the local time and its zone, reactions, files, reply count), so any change
+# to what is shown is another key. What a page shows again is rendered once per process.
+_MESSAGE_HTML = "viewer.message_html"
+_MESSAGE_HTML_MAX = 2_000
+
+
+def message_html(view: MessageView, in_panel: bool = False) -> Markup:
+    """viewer/_message.html's `message(view, in_panel)`, the templates' `message` (registered by slack_pages)."""
+    cache = get_db().caches.lru(_MESSAGE_HTML, maxsize=_MESSAGE_HTML_MAX)
+    # Aware datetimes compare (and hash) by instant: the zone goes in the key, as the time shown is local.
+    key = (view, view.at.tzinfo, in_panel)
+    html = cache.get(key)
+    if html is None:
+        macro = current_app.jinja_env.get_template("viewer/_message.html").module.message  # type: ignore[attr-defined]
+        html = Markup(macro(view, in_panel=in_panel))
+        cache.set(key, html)
+    return html
 
 
 def with_days(views: Sequence[MessageView]) -> list[tuple[date, str, list[MessageView]]]:

@@ -323,7 +323,7 @@ class _Meter:
         self.probes: list[str] = []   # terms whose postings of a day were read
         self.lookups: list[str] = []  # terms looked up at candidates' ts
         start_postings, start_candidates = search_index.start_postings, messages.start_candidates
-        start_postings_at = search_index.start_postings_at
+        start_postings_at, start_postings_of_days = search_index.start_postings_at, search_index.start_postings_of_days
         meter = self
 
         class Counted:
@@ -348,8 +348,13 @@ class _Meter:
             meter.probes.append(term)
             return Counted(start_postings(db, team_id, term, *args, **kwargs))
 
+        def probed_days(db, team_id, term, *args, **kwargs):
+            meter.probes.append(term)
+            return Counted(start_postings_of_days(db, team_id, term, *args, **kwargs))
+
         monkeypatch.setattr(search_index, "start_postings", probed)
         monkeypatch.setattr(search_index, "start_postings_at", looked_up)
+        monkeypatch.setattr(search_index, "start_postings_of_days", probed_days)
         monkeypatch.setattr(messages, "start_candidates", candidates)
 
     def take(self) -> tuple[int, int]:

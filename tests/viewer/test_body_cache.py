@@ -93,3 +93,19 @@ def test_what_a_message_shows_follows_every_change_it_depends_on(db, renders, ch
     assert after == fresh(db, msgs, users=users, channels=channels, zone=zone)
     # What shows differently: those messages (in another zone, only the one showing a date).
     assert [i for i in range(3) if after[i] != before[i]] == ([1] if change == "other zone" else touched)
+
+
+def test_a_messages_li_is_kept_per_view_and_zone(app, db):
+    """The `message` global keeps a message's <li> under its view: the same view again is the same HTML; the same
+    instant in another zone (views compare datetimes by instant) shows its own local time."""
+    with app.test_request_context():
+        berlin = views.message_views(db, TEAM, MESSAGES[:1], zone=zoneinfo.ZoneInfo("Europe/Berlin"),
+                                     page_channel_id=CHANNEL, include_deleted=False, channel_names_map=CHANNELS,
+                                     names=USERS)[0]
+        tokyo = dataclasses.replace(berlin, at=berlin.at.astimezone(zoneinfo.ZoneInfo("Asia/Tokyo")))
+        assert berlin == tokyo  # what makes the zone part of the key
+        first = str(views.message_html(berlin))
+        assert ">01:00</time>" in first and str(views.message_html(berlin)) == first
+        assert ">09:00</time>" in str(views.message_html(tokyo))
+        renamed = dataclasses.replace(berlin, author_name="annette")
+        assert "annette" in str(views.message_html(renamed)) and "annette" not in first
