@@ -359,18 +359,32 @@ class Client:
         return 0, b""
 
 
+def _cookies(response: http.client.HTTPResponse, jar: SimpleCookie) -> None:
+    for header in response.msg.get_all("Set-Cookie") or ():
+        jar.load(header)
+
+
 def sign_in(port: int) -> str:
-    """POST /archive with the token and the zone (as the form sends them); the Cookie header it grants."""
+    """The sign-in form as a browser sends it: GET /archive (its CSRF cookie and the form's token), then POST the
+    API token, the zone and that token, same-origin; the Cookie header it grants."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    jar: SimpleCookie = SimpleCookie()
     try:
-        conn.request("POST", "/archive", body=urlencode({"token": TOKEN, "tz": READER_ZONE}),
+        conn.request("GET", "/archive")
+        response = conn.getresponse()
+        form = response.read()
+        _cookies(response, jar)
+        found = re.search(rb'name="csrf_token" value="([^"]+)"', form)
+        if found is None:
+            raise RuntimeError(f"the sign-in page ({response.status}) has no CSRF token")
+        conn.request("POST", "/archive",
+                     body=urlencode({"token": TOKEN, "tz": READER_ZONE, "csrf_token": found.group(1).decode()}),
                      headers={"Content-Type": "application/x-www-form-urlencoded",
-                              "Origin": f"http://127.0.0.1:{port}"})
+                              "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin",
+                              "Cookie": "; ".join(f"{k}={v.value}" for k, v in jar.items())})
         response = conn.getresponse()
         response.read()
-        jar = SimpleCookie()
-        for header in response.msg.get_all("Set-Cookie") or ():
-            jar.load(header)
+        _cookies(response, jar)
     finally:
         conn.close()
     if response.status != 303 or "chronicle_archive" not in jar:
