@@ -157,7 +157,19 @@ def home(args: dict, network: str, account_id: int):
     found = home_timeline.home_of(get_db(), _network(network), account_id, args["order"])
     if found is None:
         abort(404, message=f"account {account_id} not found in network {network}")
-    return found
+    return current_app.json.response(home_json(found))
+
+
+def home_json(found: dict[str, Any]) -> dict[str, Any]:
+    """What HomeSchema dumps of `found` (home.home_of's answer), built directly: the hot path's body without a
+    marshmallow call per field (tests/network/test_api_json.py holds the two equal)."""
+    body = {"account": found["account"].to_json(), "order": found["order"],
+            "posts": [post.api_json() for post in found["posts"]]}
+    if "cache_rebuilt" in found:
+        body["cache_rebuilt"] = found["cache_rebuilt"]
+    if "ranked_at" in found:
+        body["ranked_at"] = found["ranked_at"].isoformat() if found["ranked_at"] is not None else None
+    return body
 
 
 @blp.route(f"/<network>/accounts/<{ID}:account_id>/home/rebuild", methods=["POST"])

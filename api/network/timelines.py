@@ -34,11 +34,12 @@ STATE_TTL = 24 * 3600  # a cache is rebuilt at least daily: a read walks at most
 
 PUT_ROW = Statement(
     "INSERT INTO home_timeline_buckets (network, account_id, bucket, posted_at, post_id, author_id, "
-    "author_username, original_author, content, language, share_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "USING TTL ?")
+    "author_username, original_author, content, language, country, latitude, longitude, share_count) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?")
 READ_BUCKET = Statement(
-    "SELECT posted_at, post_id, author_id, author_username, original_author, content, language, share_count "
-    "FROM home_timeline_buckets WHERE network = ? AND account_id = ? AND bucket = ? LIMIT ?")
+    "SELECT posted_at, post_id, author_id, author_username, original_author, content, language, country, "
+    "latitude, longitude, share_count FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
+    "AND bucket = ? LIMIT ?")
 READ_BUCKET_KEYS = Statement(
     "SELECT posted_at, post_id, author_id FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
     "AND bucket = ? LIMIT ?", name="SELECT home_timeline_buckets (keys)")
@@ -130,7 +131,8 @@ def _u(value: Any) -> Any:
 
 def _row(network: str, owner: int, bucket: int, post: Post, ttl: int) -> tuple[Statement, Params]:
     return PUT_ROW, (network, owner, bucket, post.posted_at, post.post_id, post.author_id, _u(post.author_username),
-                     _u(post.original_author), _u(post.content), _u(post.language), post.share_count, ttl)
+                     _u(post.original_author), _u(post.content), _u(post.language), _u(post.country),
+                     _u(post.latitude), _u(post.longitude), post.share_count, ttl)
 
 
 def _fan(db: Database, ns: NetworkSettings, writes: Iterable[tuple[Statement, Params]]) -> int:
