@@ -176,6 +176,7 @@ class _Pair:
     cp: Pos  # everything at or before it is finished (persisted in work_checkpoints)
     cursor: Pos  # read up to here in this process (>= cp)
     open: dict[Pos, bool] = dataclasses.field(default_factory=dict)  # read past cp: finished?
+    returned: set[Pos] = dataclasses.field(default_factory=set)  # open, unfinished, put back: hand out again
     written: Pos | None = None
     written_at: float = 0.0
     rescan_at: float = 0.0
@@ -356,13 +357,14 @@ class _Consumer:
             rows = list(future.result())
             for r in rows:
                 pos = (r.due_us, r.key, r.attempt)
-                if pos in pair.open:
+                if pos in pair.open and pos not in pair.returned:
                     pair.cursor = max(pair.cursor, pos)
                     continue  # handed out already (or finished, waiting for the checkpoint)
                 if len(got) >= want:
                     return got  # the share is full: the cursor stays before this row
                 pair.cursor = max(pair.cursor, pos)
                 pair.open[pos] = False
+                pair.returned.discard(pos)
                 got.append(WorkItem(queue=self.queue, group=grp, key=r.key, payload=json.loads(r.payload),
                                     attempts=r.attempt, shard=shard, due_us=r.due_us, last_error=r.last_error))
             if len(rows) >= ask:
@@ -396,8 +398,10 @@ class _Consumer:
         pair = state.pairs.get(item.group) if state is not None else None
         if pair is None or pair.open.get(item.pos) is not False:
             return
-        del pair.open[item.pos]
-        pair.rescan_at = 0.0  # the next take reads from the checkpoint again, which is still before it
+        # Still open and unfinished (the checkpoint stays before it, whatever finishes around it), marked to be
+        # handed out again; the next take reads from the checkpoint to meet it.
+        pair.returned.add(item.pos)
+        pair.cursor = pair.cp
 
 
 # Held by the Database (`db.held`), not cached: a consumer holds the leases this process took in Cassandra and the
