@@ -587,15 +587,14 @@ def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[in
         stage = {day: todo[day].pop(0) for day in found if found[day] and todo[day]}
         if not stage:
             return
-        cost = sum(len({ts for ts, _c in found[day]}) * len(plan.clauses[i]) for day, i in stage.items())
+        ts_of = {day: sorted({ts for ts, _channel in found[day]}) for day in stage}
+        cost = sum(len(ts_of[day]) * len(plan.clauses[i]) for day, i in stage.items())
         if cost > budget.left:
             return
         budget.spend(cost)
-        futures = {}
-        for day, i in stage.items():
-            ts_values = sorted({ts for ts, _channel in found[day]})
-            futures[day] = [search_index.start_postings_at(plan.db, plan.team_id, term, day, ts_values[k:k + LOOKUP])
-                            for term in plan.clauses[i] for k in range(0, len(ts_values), LOOKUP)]
+        futures = {day: [search_index.start_postings_at(plan.db, plan.team_id, term, day, ts_of[day][k:k + LOOKUP])
+                         for term in plan.clauses[i] for k in range(0, len(ts_of[day]), LOOKUP)]
+                   for day, i in stage.items()}
         for day, alternatives in futures.items():
             held = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
             found[day] = [c for c in found[day] if c in held]
