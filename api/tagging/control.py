@@ -46,6 +46,10 @@ READ_SHOWN = Statement(
     "AND scope IN ('project', 'team', 'user', 'top')", name="SELECT tagging_control (shown figures)")
 READ_STATICS = Statement(f"SELECT owner, {', '.join(_STATICS)} FROM tagging_control WHERE project = ? LIMIT 1",
                          name="SELECT tagging_control (statics)")
+# What takers and the review list need: the lanes' ends only (the statics' event keys are the owner's business,
+# and decoding them on every refresh of a taker's positions was a tenth of a `next`).
+READ_LANES = Statement("SELECT version, tag_head, tag_tail, review_head, review_tail FROM tagging_control "
+                       "WHERE project = ? LIMIT 1", name="SELECT tagging_control (lanes)")
 COMMIT = Statement(
     "UPDATE tagging_control SET version = ?, tag_head = ?, tag_tail = ?, review_head = ?, review_tail = ?, "
     "fill_cursor = ?, lease_checkpoint = ?, events_checkpoint = ?, applied = ?, keywords_pending = ?, "
@@ -125,6 +129,23 @@ def release(db: Database, project: str, owner: str) -> None:
 def positions(db: Database, project: str) -> Positions | None:
     row = db.execute(READ_STATICS, (project,)).one()
     return Positions.from_row(row) if row is not None and row.version is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Lanes:
+    """Where each queue lane starts and ends."""
+
+    tag_head: int
+    tag_tail: int
+    review_head: int
+    review_tail: int
+
+
+def lanes(db: Database, project: str) -> Lanes | None:
+    row = db.execute(READ_LANES, (project,)).one()
+    if row is None or row.version is None:
+        return None
+    return Lanes(row.tag_head or 0, row.tag_tail or 0, row.review_head or 0, row.review_tail or 0)
 
 
 def _figures(rows: list[Any]) -> Figures:

@@ -122,7 +122,9 @@ def log(db: Database, project: str, events: Iterable[Event], also: Iterable[tupl
     LATE_AFTER_US after its own time also gets a notice, rewritten with a new arrival time until one is
     acknowledged within LATE_AFTER_US of its own (so the owner's notice checkpoint cannot pass it either)."""
     events = list(events)
-    db.execute_many([*(w for e in events for w in event_writes(db, project, e)), *also])
+    # A request's few rows (the event, its minute, the entry's mark or the keywords) in one unlogged batch: the
+    # driver's cost per request is more than the node's per row (Database.execute_together).
+    db.execute_together([*(w for e in events for w in event_writes(db, project, e)), *also])
     late = [e for e in events if stamps.now_us(db) - e.at_us > LATE_AFTER_US]
     for _ in range(_NOTICE_TRIES if late else 0):
         arrival = stamps.now_us(db)
@@ -148,6 +150,12 @@ def events_by_key(db: Database, project: str, keys: Iterable[Key]) -> list[Event
     ordered = sorted(set(keys))
     futures = [db.execute_async(EVENT, (project, k[0] // MINUTE_US, *k)) for k in ordered]
     return [_event(r) for f in futures for r in f.result() if r.kind is not None]
+
+
+def is_logged(db: Database, project: str, key: Key) -> bool:
+    """Whether the event of this key is in the log."""
+    row = db.execute(EVENT, (project, key[0] // MINUTE_US, *key)).one()
+    return row is not None and row.kind is not None
 
 
 def mark_counted(db: Database, project: str, keys: Iterable[Key]) -> None:

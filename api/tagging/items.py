@@ -87,11 +87,14 @@ SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE
 SLOT_SERIAL = Statement(
     "SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ? AND slot = ?",
     consistency=ConsistencyLevel.LOCAL_SERIAL, name="SELECT tagging_holds (serial)")
+# A slot is taken by compare-and-set on the lease it was seen with (null for a slot never used), naming the item
+# to claim at once: a slot whose lease ended (the item it names finished or went back under that lease) is free
+# without a write, so a submit, skip or expiry never touches the slot (see `slot_is_free`).
 TAKE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
-    "IF seq = -1", idempotent=False)
-# The slot reserved for this claim (seq = -3, its lease) names the item. A transaction: the reservation was one,
-# so a plain write from a client clock behind would be lost and the slot stay reserved (then freed while held).
+    "IF lease_id = ?", idempotent=False)
+# A claim refused for the item the slot names, and granted for another: the slot names that one (a transaction,
+# as the reservation was one: a plain write from a client clock behind would be lost).
 SET_SLOT_ITEM = Statement(
     "UPDATE tagging_holds SET seq = ? WHERE project = ? AND user_id = ? AND slot = ? IF lease_id = ?",
     idempotent=False)
@@ -283,16 +286,51 @@ def _slot_serial(db: Database, project: str, user: str, slot: int) -> Slot | Non
     return Slot(row.slot, row.seq, row.lease_id, row.since_us) if row is not None else None
 
 
-def take_slot(db: Database, project: str, user: str, slot: int, lease_id: int, now_us: int) -> bool:
-    """Reserve a free slot for lease `lease_id` (the item is named once the claim succeeded)."""  # seq -3
+# What a hold slot is used for now (`slot_use`).
+SLOT_FREE, SLOT_HELD, SLOT_BUSY = "free", "held", "busy"
+
+
+def slot_use(db: Database, project: str, slot: Slot, lease_us: int, now_us: int) -> tuple[str, State | None]:
+    """What `slot` is used for, decided by reading (a lease's end frees its slot without a write):
+
+    - SLOT_HELD (with the item's state): the item it names is in progress under the slot's lease;
+    - SLOT_FREE: never used, freed, or the item it names is no longer in progress under the slot's lease;
+    - SLOT_BUSY: taken less than a lease length ago for an item not (yet) under its lease: a claim may be in
+      flight (another tab).
+
+    An item under the slot's lease and no longer in progress stays so (a lease never comes back), so even a
+    lagging replica's answer is safe there. An item under another lease is only trusted from a serial read:
+    a lagging replica could show the state before the slot's claim."""
+    if slot.seq == FREE or slot.lease_id is None:
+        return SLOT_FREE, None
+    if slot.seq >= 0:
+        state = get(db, project, slot.seq)
+        if state is not None and state.lease_id == slot.lease_id:
+            return (SLOT_HELD, state) if state.status == IN_PROGRESS else (SLOT_FREE, None)
+    if (slot.since_us or 0) + lease_us >= now_us:
+        return SLOT_BUSY, None
+    if slot.seq >= 0:  # older than a lease: the claim never applied, or the item went on under another lease
+        state = get(db, project, slot.seq, serial=True)
+        if state is not None and state.lease_id == slot.lease_id and state.status == IN_PROGRESS:
+            return SLOT_HELD, state
+    return SLOT_FREE, None
+
+
+def take_slot(db: Database, project: str, user: str, seen: Slot, seq: int, lease_id: int, now_us: int) -> bool:
+    """Take a slot found free (`seen`, as read) for lease `lease_id`, naming the item `seq` it is about to
+    claim: refused when another request took it since (its lease changed)."""
+    def settle() -> bool:
+        found = _slot_serial(db, project, user, seen.slot)
+        return found is not None and found.lease_id == lease_id
+    return transact(db, TAKE_SLOT, (seq, lease_id, now_us, project, user, seen.slot, seen.lease_id), settle)
+
+
+def name_slot(db: Database, project: str, user: str, slot: int, seq: int, lease_id: int) -> bool:
+    """The slot of lease `lease_id` names `seq` (its claim of the item first named was refused)."""
     def settle() -> bool:
         found = _slot_serial(db, project, user, slot)
-        return found is not None and found.lease_id == lease_id
-    return transact(db, TAKE_SLOT, (-3, lease_id, now_us, project, user, slot), settle)
-
-
-def name_slot_write(project: str, user: str, slot: int, seq: int, lease_id: int) -> tuple[Statement, Any]:
-    return SET_SLOT_ITEM, (seq, project, user, slot, lease_id)
+        return found is not None and found.lease_id == lease_id and found.seq == seq
+    return transact(db, SET_SLOT_ITEM, (seq, project, user, slot, lease_id), settle)
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:

@@ -19,7 +19,7 @@ from api.tagging.effort import Event
 from api.tagging.items import State
 from api.tagging.projects import Member, Project
 
-_WINDOW = 256  # queue entries a taker reads from the head
+_WINDOW = 128  # queue entries a taker reads from the frontier (`_waiting`)
 _TRIES = 8  # claims a taker tries before it reads the queue again
 _ROUNDS = 4
 MAX_KEYWORDS = 20
@@ -126,55 +126,84 @@ def next_item(db: Database, member: Member) -> dict[str, Any]:
     if not slots:
         items.make_slots(db, member.project, member.user, project.max_held)
         slots = items.slots(db, member.project, member.user)
-    free = []
+    free, busy = [], False
     for slot in slots[:project.max_held]:
-        if slot.seq == items.FREE:
+        use, state = items.slot_use(db, member.project, slot, project.lease_seconds * 1_000_000, now)
+        if use == items.SLOT_HELD and state is not None:
+            if state.held_by(member.user, slot.lease_id or 0) and items.renew(
+                    db, member.project, slot.seq, member.user, slot.lease_id or 0, until):
+                db.execute(*queue.lease_end_write(member.project, until, slot.seq, slot.lease_id or 0))
+                _log_claim(db, member, state)
+                return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
+                        "reason": None}
+            use = items.SLOT_FREE  # refused: the lease has ended since (submitted, returned)
+        if use == items.SLOT_FREE:
             free.append(slot)
-            continue
-        if slot.seq < 0:  # reserved by a claim that never finished (a crash): free it after a lease length
-            if (slot.since_us or 0) + project.lease_seconds * 1_000_000 < now:
-                items.free_slot(db, member.project, member.user, slot.slot, slot.lease_id)
-            continue
-        state = items.get(db, member.project, slot.seq)
-        if state is not None and state.status == items.IN_PROGRESS and state.held_by(member.user, slot.lease_id) \
-                and items.renew(db, member.project, slot.seq, member.user, slot.lease_id, until):
-            db.execute(*queue.lease_end_write(member.project, until, slot.seq, slot.lease_id))
-            return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
-                    "reason": None}
-        items.free_slot(db, member.project, member.user, slot.slot, slot.lease_id)  # finished or lost: free it
-        free.append(dataclasses.replace(slot, seq=items.FREE))
+        busy |= use == items.SLOT_BUSY
     if not free:
-        return {"item": None, "reason": f"you hold {project.max_held} item(s) already"}
+        return {"item": None, "reason": "another request of yours is taking an item; try again" if busy
+                else f"you hold {project.max_held} item(s) already"}
     return _claim_new(db, project, member, free[0], now, until)
+
+
+def _log_claim(db: Database, member: Member, state: State) -> None:
+    """The claim's event, if the request that claimed died before writing it: the slot named the item before
+    its claim, so a reload after such a death finds the item held and shows its lease."""
+    claimed = Event(state.lease_from_us or 0, state.seq, "claimed", member.user, state.team, member.user)
+    if not effort.is_logged(db, member.project, claimed.key):
+        effort.log(db, member.project, [claimed])
 
 
 def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot, now: int, until: int
                ) -> dict[str, Any]:
+    """Claim a waiting item into `slot` (found free): the slot is taken naming the first candidate, then the
+    team's unit, then the item (a claim refused for that candidate names the slot after the one granted)."""
+    candidates = _waiting(db, project.project)
+    if not candidates:
+        return {"item": None, "reason": "the queue is empty: no item is waiting"}
     lease_id = items.new_lease_id(now, slot.slot)
-    if not items.take_slot(db, project.project, member.user, slot.slot, lease_id, now):
+    named = candidates[0].seq
+    # The lease's end is logged before the claim: if this process dies right after the claim, the owner still
+    # finds the lease when it runs out and returns the item (a row of a claim refused or never made is ignored
+    # by the owner, as its lease id is not the item's). The first one goes out beside the slot and the unit.
+    first_end = db.start_together([queue.lease_end_write(project.project, until, named, lease_id)])
+    if not items.take_slot(db, project.project, member.user, slot, named, lease_id, now):
+        first_end.wait()
         return {"item": None, "reason": "another request of yours is taking an item; try again"}
     quota = projects.teams_cached(db, project.project).get(member.team) if member.team else None
-    counted = named = False
+    counted = held = False
     try:
-        if member.team:
-            if not items.change_usage(db, project.project, member.team, +1, quota):
-                return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
-            counted = True
-        claimed = _claim_from_queue(db, project, member, lease_id, now, until)
-        if claimed is None:
-            return {"item": None, "reason": "the queue is empty: no item is waiting"}
-        # The item holds the unit and the slot from here, whatever fails next: its lease runs out and the
-        # owner's expiry gives both back (a slot reserved for a lease is freed after a lease length).
-        counted = named = True
-        state, ref = claimed
-        effort.log(db, project.project, [Event(now, state.seq, "claimed", member.user, member.team, member.user)],
-                   also=[items.name_slot_write(project.project, member.user, slot.slot, state.seq, lease_id),
-                         queue.mark_taken_write(project.project, queue.TAG, state.queue_pos, member.user)])
-        return {"item": item_json(db, project.project, state, ref=ref), "reason": None}
+        counted = bool(member.team) and items.change_usage(db, project.project, member.team, +1, quota)
+        first_end.wait()
+        if member.team and not counted:
+            return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
+        for attempt in range(_ROUNDS):
+            for entry in candidates:
+                if entry.seq != named or attempt:
+                    db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
+                if not items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id,
+                                   now, until):
+                    _mark_if_dead(db, project.project, entry)
+                    continue
+                # The item holds the unit and the slot from here, whatever fails next: its lease runs out and
+                # the owner's expiry gives the unit back (the slot is free once the lease has ended).
+                counted = held = True
+                if entry.seq != named:
+                    items.name_slot(db, project.project, member.user, slot.slot, entry.seq, lease_id)
+                state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
+                              until, (), (), (), None, None, None, None, None)
+                effort.log(db, project.project,
+                           [Event(now, entry.seq, "claimed", member.user, member.team, member.user)],
+                           also=[queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user)])
+                return {"item": item_json(db, project.project, state, ref=entry.ref), "reason": None}
+            candidates = _waiting(db, project.project, fresh=True) if attempt + 1 < _ROUNDS else []
+            if not candidates:
+                break
+        return {"item": None, "reason": "the queue is empty: no item is waiting"}
     finally:
-        if counted and not named:
+        if counted and not held:
             items.change_usage(db, project.project, member.team, -1, None)
-        if not named:
+        if not held:
             items.free_slot(db, project.project, member.user, slot.slot, lease_id)
 
 
@@ -182,7 +211,7 @@ _POSITIONS_SECONDS = 0.5  # how long a process reuses a project's queue head and
 _POSITIONS_MAX = 10_000  # projects whose positions are kept
 
 
-def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> control.Positions | None:
+def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> control.Lanes | None:
     """The project's queue positions, reused for half a second: every `next` reads them, and a stale head only
     means a longer window read (a fresh read follows a window with nothing waiting)."""
     cache = db.caches.ttl("tagging.queue_positions", maxsize=_POSITIONS_MAX, ttl=_POSITIONS_SECONDS)
@@ -190,42 +219,45 @@ def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> cont
         hit = cache.get(project)
         if hit is not None:
             return hit
-    found = control.positions(db, project)
+    found = control.lanes(db, project)
     if found is not None:
         cache.set(project, found)
     return found
 
 
-def _claim_from_queue(db: Database, project: Project, member: Member, lease_id: int, now: int,
-                      until: int) -> tuple[State, str | None] | None:
-    """Claim one waiting item: read the entries after the head (further windows while every entry read is
-    taken), try a few waiting ones at random."""
-    for attempt in range(_ROUNDS):
-        pos = _queue_positions(db, project.project, fresh=attempt > 0)
+_FRONTIER_SECONDS = 5.0  # how long a process skips entries it saw taken before reading from the head again
+
+
+def _waiting(db: Database, project: str, *, fresh: bool = False) -> list[queue.Entry]:
+    """A few waiting entries at random (so concurrent takers rarely try the same one), from the first window
+    of entries after the head that has any; [] when none waits. The positions are reused for half a second
+    unless `fresh`, and read again when they showed nothing waiting.
+
+    A taken entry stays taken, so the process remembers where the taken entries it read end (the frontier) and
+    reads from there: between two moves of the head by the owner, the entries after it are mostly taken, and
+    reading them again was most of a `next`. The frontier is forgotten after a few seconds, so an entry that
+    appeared behind it (a late write of a deposed owner) is still found."""
+    frontiers = db.caches.lru("tagging.queue_frontier", maxsize=_POSITIONS_MAX)
+    for refresh in (fresh, True):
+        pos = _queue_positions(db, project, fresh=refresh)
         if pos is None:
-            return None
-        start, waiting = pos.tag_head, []
+            return []
+        now = db.clock.monotonic()
+        known, since = frontiers.get(project) or (0, now)
+        if now - since > _FRONTIER_SECONDS:
+            known, since = 0, now
+        start, waiting = max(pos.tag_head, known), []
         while not waiting and start < pos.tag_tail:
-            window = queue.entries(db, project.project, queue.TAG, start, pos.tag_tail, _WINDOW)
+            window = queue.entries(db, project, queue.TAG, start, pos.tag_tail, _WINDOW)
             if not window:
                 break
             waiting = [e for e in window if e.taken_by is None]
-            start = window[-1].pos + 1
-        if not waiting:
-            if attempt > 0:
-                return None
-            continue
-        for entry in random.sample(waiting, min(_TRIES, len(waiting))):
-            # The lease's end is logged before the claim: if this process dies right after the claim, the owner
-            # still finds the lease when it runs out and returns the item (a refused claim leaves a row the
-            # owner ignores, as its lease id is not the item's).
-            db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
-            if items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id, now,
-                           until):
-                return State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
-                             until, (), (), (), None, None, None, None, None), entry.ref
-            _mark_if_dead(db, project.project, entry)
-    return None
+            start = waiting[0].pos if waiting else window[-1].pos + 1
+        if start > known:
+            frontiers.set(project, (start, since))
+        if waiting or refresh:
+            return random.sample(waiting, min(_TRIES, len(waiting)))
+    return []
 
 
 def _mark_if_dead(db: Database, project: str, entry: queue.Entry) -> None:
@@ -296,7 +328,6 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
     effort.log(db, member.project, [Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
                                           duration_ms, state.categories, state.subcategories, state.keywords)],
                also=effort.keyword_writes(member.project, state.keywords))
-    items.free_slot_of_lease(db, member.project, member.user, lease_id)
     return {"item": item_json(db, member.project, state, with_source=False)}
 
 
@@ -315,18 +346,24 @@ def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, 
     if not applied and not (state.status == items.NEW and state.holder == member.user
                             and state.lease_id == lease_id):
         raise _lost(state, member)
-    return _returned(db, member.project, state, give_back_unit=applied)
+    return _returned(db, member.project, state, give_back_unit=applied, free_slot=True)
 
 
-def _returned(db: Database, project: str, state: State, *, give_back_unit: bool = True) -> dict[str, Any]:
+def _returned(db: Database, project: str, state: State, *, give_back_unit: bool = True, free_slot: bool = False
+              ) -> dict[str, Any]:
     """After an item went back (skip or expiry, which both end the lease at a stored time): log it for the owner
-    to queue, free the slot and the team's unit. A retry (the transaction had already applied) redoes the
-    idempotent writes only: the unit was given back by the first try, or leaked if that try died before it
-    (the quota is then one smaller, never larger, until `reconcile --repair`)."""
+    to queue, give the team's unit back. A retry (the transaction had already applied) redoes the idempotent
+    writes only: the unit was given back by the first try, or leaked if that try died before it (the quota is
+    then one smaller, never larger, until `reconcile --repair`).
+
+    The ended lease frees the holder's slot by itself (items.slot_use) until the item is claimed again under
+    another lease. A skip frees it with a write (`free_slot`): the item may be claimed again within a lease
+    length, and the slot would then wait for its age to show it free. An expiry comes a lease length after
+    the slot was taken at least."""
     ended = state.lease_until_us or 0
     effort.log(db, project, [Event(ended, state.seq, "returned", state.holder, state.team, state.holder)],
                also=[queue.lease_end_write(project, ended, state.seq, state.lease_id)])
-    if state.holder:
+    if free_slot and state.holder and state.lease_id is not None:
         items.free_slot_of_lease(db, project, state.holder, state.lease_id)
     if state.team and give_back_unit:
         items.change_usage(db, project, state.team, -1, None)
@@ -376,13 +413,12 @@ def disable(db: Database, member: Member, seq: int) -> dict[str, Any]:
 
 
 def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool) -> dict[str, Any]:
-    """After an item left the workflow (missing, disabled): its event; the holder's slot and unit if held."""
+    """After an item left the workflow (missing, disabled): its event; the holder's unit if held (the slot is free
+    by itself: its lease ended with the item, items.slot_use)."""
     event = Event(state.tagged_us or stamps.now_us(db), state.seq, kind, state.holder, state.team, member.user)
     effort.log(db, member.project, [event])
-    if held and state.holder:
-        items.free_slot_of_lease(db, member.project, state.holder, state.lease_id)
-        if state.team:
-            items.change_usage(db, member.project, state.team, -1, None)
+    if held and state.holder and state.team:
+        items.change_usage(db, member.project, state.team, -1, None)
     return {"item": item_json(db, member.project, state)}
 
 
@@ -406,7 +442,7 @@ def verify(db: Database, member: Member, seq: int, result: str, note: str) -> di
 
 def review_list(db: Database, member: Member, limit: int) -> dict[str, Any]:
     """Tagged items waiting for verification, oldest first (the review lane from its head)."""
-    pos = control.positions(db, member.project)
+    pos = control.lanes(db, member.project)
     if pos is None:
         raise Refused(404, f"no project {member.project}")
     out: list[dict[str, Any]] = []
