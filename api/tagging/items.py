@@ -277,8 +277,40 @@ def make_slots(db: Database, project: str, user: str, count: int) -> None:
             db.execute(PUT_SLOT, (project, user, slot))
 
 
-def slots(db: Database, project: str, user: str) -> list[Slot]:
-    return [Slot(r.slot, r.seq, r.lease_id, r.since_us) for r in db.execute(SLOTS, (project, user))]
+_KEPT_MAX = 100_000  # people's slots, and ended leases, a process remembers
+
+
+def slots(db: Database, project: str, user: str, *, fresh: bool = True) -> list[Slot]:
+    """A person's hold slots; `fresh=False`: as this process last read or wrote them, if it did. Such a view
+    is a guess that costs nothing when wrong: every change of a slot is a compare-and-set on the lease it was
+    seen with, refused when another process changed it since, and a slot seen held is held (it moves on only
+    once its lease has ended)."""
+    kept = db.caches.lru("tagging.slots_seen", maxsize=_KEPT_MAX)
+    if not fresh:
+        hit = kept.get((project, user))
+        if hit is not None:
+            return hit
+    found = [Slot(r.slot, r.seq, r.lease_id, r.since_us) for r in db.execute(SLOTS, (project, user))]
+    kept.set((project, user), found)
+    return found
+
+
+def _keep_slot(db: Database, project: str, user: str, slot: Slot | None, number: int) -> None:
+    """What this process wrote to slot `number` (None: unknown now, read again next time)."""
+    kept = db.caches.lru("tagging.slots_seen", maxsize=_KEPT_MAX)
+    known = kept.get((project, user))
+    if known is None:
+        return
+    if slot is None:
+        kept.pop((project, user))
+    else:
+        kept.set((project, user), [slot if s.slot == number else s for s in known])
+
+
+def lease_ended(db: Database, project: str, lease_id: int) -> None:
+    """Note that a lease has ended (its item submitted, skipped, reported or disabled under it): a lease never
+    comes back, so `slot_use` can free its slot without reading the item."""
+    db.caches.lru("tagging.leases_ended", maxsize=_KEPT_MAX).set((project, lease_id), True)
 
 
 def _slot_serial(db: Database, project: str, user: str, slot: int) -> Slot | None:
@@ -303,6 +335,8 @@ def slot_use(db: Database, project: str, slot: Slot, lease_us: int, now_us: int)
     a lagging replica could show the state before the slot's claim."""
     if slot.seq == FREE or slot.lease_id is None:
         return SLOT_FREE, None
+    if (project, slot.lease_id) in db.caches.lru("tagging.leases_ended", maxsize=_KEPT_MAX):
+        return SLOT_FREE, None
     if slot.seq >= 0:
         state = get(db, project, slot.seq)
         if state is not None and state.lease_id == slot.lease_id:
@@ -322,7 +356,9 @@ def take_slot(db: Database, project: str, user: str, seen: Slot, seq: int, lease
     def settle() -> bool:
         found = _slot_serial(db, project, user, seen.slot)
         return found is not None and found.lease_id == lease_id
-    return transact(db, TAKE_SLOT, (seq, lease_id, now_us, project, user, seen.slot, seen.lease_id), settle)
+    taken = transact(db, TAKE_SLOT, (seq, lease_id, now_us, project, user, seen.slot, seen.lease_id), settle)
+    _keep_slot(db, project, user, Slot(seen.slot, seq, lease_id, now_us) if taken else None, seen.slot)
+    return taken
 
 
 def name_slot(db: Database, project: str, user: str, slot: int, seq: int, lease_id: int) -> bool:
@@ -330,7 +366,9 @@ def name_slot(db: Database, project: str, user: str, slot: int, seq: int, lease_
     def settle() -> bool:
         found = _slot_serial(db, project, user, slot)
         return found is not None and found.lease_id == lease_id and found.seq == seq
-    return transact(db, SET_SLOT_ITEM, (seq, project, user, slot, lease_id), settle)
+    named = transact(db, SET_SLOT_ITEM, (seq, project, user, slot, lease_id), settle)
+    _keep_slot(db, project, user, None, slot)
+    return named
 
 
 def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -> bool:
@@ -338,7 +376,9 @@ def free_slot(db: Database, project: str, user: str, slot: int, lease_id: int) -
     def settle() -> bool:
         found = _slot_serial(db, project, user, slot)
         return found is None or found.lease_id != lease_id or found.seq == FREE
-    return transact(db, FREE_SLOT, (project, user, slot, lease_id), settle)
+    freed = transact(db, FREE_SLOT, (project, user, slot, lease_id), settle)
+    _keep_slot(db, project, user, Slot(slot, FREE, lease_id, None) if freed else None, slot)
+    return freed
 
 
 def free_slot_of_lease(db: Database, project: str, user: str, lease_id: int) -> None:

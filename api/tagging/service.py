@@ -118,32 +118,41 @@ def get_item(db: Database, member: Member, seq: int) -> dict[str, Any]:
 # -- next -----------------------------------------------------------------------------------------------------
 
 def next_item(db: Database, member: Member) -> dict[str, Any]:
-    """The caller's own unfinished item (its lease renewed), else a new item from the queue under a lease."""
+    """The caller's own unfinished item (its lease renewed), else a new item from the queue under a lease.
+
+    The slots are first taken as this process last saw them (items.slots): a view another process made stale
+    is refused by the slot's compare-and-set, or shows nothing free, and is then read again once."""
     project = project_of(db, member.project)
     now = stamps.now_us(db)
     until = now + project.lease_seconds * 1_000_000
-    slots = items.slots(db, member.project, member.user)
-    if not slots:
-        items.make_slots(db, member.project, member.user, project.max_held)
-        slots = items.slots(db, member.project, member.user)
-    free, busy = [], False
-    for slot in slots[:project.max_held]:
-        use, state = items.slot_use(db, member.project, slot, project.lease_seconds * 1_000_000, now)
-        if use == items.SLOT_HELD and state is not None:
-            if state.held_by(member.user, slot.lease_id or 0) and items.renew(
-                    db, member.project, slot.seq, member.user, slot.lease_id or 0, until):
-                db.execute(*queue.lease_end_write(member.project, until, slot.seq, slot.lease_id or 0))
-                _log_claim(db, member, state)
-                return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
-                        "reason": None}
-            use = items.SLOT_FREE  # refused: the lease has ended since (submitted, returned)
-        if use == items.SLOT_FREE:
-            free.append(slot)
-        busy |= use == items.SLOT_BUSY
-    if not free:
-        return {"item": None, "reason": "another request of yours is taking an item; try again" if busy
-                else f"you hold {project.max_held} item(s) already"}
-    return _claim_new(db, project, member, free[0], now, until)
+    for fresh in (False, True):
+        slots = items.slots(db, member.project, member.user, fresh=fresh)
+        if not slots:
+            items.make_slots(db, member.project, member.user, project.max_held)
+            slots = items.slots(db, member.project, member.user)
+        free, busy = [], False
+        for slot in slots[:project.max_held]:
+            use, state = items.slot_use(db, member.project, slot, project.lease_seconds * 1_000_000, now)
+            if use == items.SLOT_HELD and state is not None:
+                if state.held_by(member.user, slot.lease_id or 0) and items.renew(
+                        db, member.project, slot.seq, member.user, slot.lease_id or 0, until):
+                    db.execute(*queue.lease_end_write(member.project, until, slot.seq, slot.lease_id or 0))
+                    _log_claim(db, member, state)
+                    return {"item": item_json(db, member.project, dataclasses.replace(state, lease_until_us=until)),
+                            "reason": None}
+                use = items.SLOT_FREE  # refused: the lease has ended since (submitted, returned)
+            if use == items.SLOT_FREE:
+                free.append(slot)
+            busy |= use == items.SLOT_BUSY
+        if free:
+            answer = _claim_new(db, project, member, free[0], now, until)
+            if answer is not None:
+                return answer
+        if fresh:
+            break
+    # The last view: a free slot taken meanwhile, or one that may be in a claim, is another request's.
+    return {"item": None, "reason": "another request of yours is taking an item; try again" if free or busy
+            else f"you hold {project.max_held} item(s) already"}
 
 
 def _log_claim(db: Database, member: Member, state: State) -> None:
@@ -155,9 +164,10 @@ def _log_claim(db: Database, member: Member, state: State) -> None:
 
 
 def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot, now: int, until: int
-               ) -> dict[str, Any]:
+               ) -> dict[str, Any] | None:
     """Claim a waiting item into `slot` (found free): the slot is taken naming the first candidate, then the
-    team's unit, then the item (a claim refused for that candidate names the slot after the one granted)."""
+    team's unit, then the item (a claim refused for that candidate names the slot after the one granted).
+    None when the slot was taken meanwhile (by another request of the caller's, or as seen stale)."""
     candidates = _waiting(db, project.project)
     if not candidates:
         return {"item": None, "reason": "the queue is empty: no item is waiting"}
@@ -169,7 +179,7 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
     first_end = db.start_together([queue.lease_end_write(project.project, until, named, lease_id)])
     if not items.take_slot(db, project.project, member.user, slot, named, lease_id, now):
         first_end.wait()
-        return {"item": None, "reason": "another request of yours is taking an item; try again"}
+        return None
     quota = projects.teams_cached(db, project.project).get(member.team) if member.team else None
     counted = held = False
     try:
@@ -323,6 +333,7 @@ def submit(db: Database, member: Member, seq: int, lease: str | int, categories:
         if not (state.status in (items.TAGGED, items.VERIFIED) and state.held_by(member.user, lease_id)):
             raise _lost(state, member)
         # A retry of a submit that committed: finish what follows it, answer what was stored.
+    items.lease_ended(db, member.project, lease_id)
     tagged_at = state.tagged_us or at
     duration_ms = max(0, (tagged_at - (state.lease_from_us or tagged_at)) // 1000)
     effort.log(db, member.project, [Event(tagged_at, seq, "tagged", member.user, state.team, member.user,
@@ -346,6 +357,7 @@ def skip(db: Database, member: Member, seq: int, lease: str | int) -> dict[str, 
     if not applied and not (state.status == items.NEW and state.holder == member.user
                             and state.lease_id == lease_id):
         raise _lost(state, member)
+    items.lease_ended(db, member.project, lease_id)
     return _returned(db, member.project, state, give_back_unit=applied, free_slot=True)
 
 
@@ -416,6 +428,8 @@ def _ended(db: Database, member: Member, state: State, kind: str, *, held: bool)
     """After an item left the workflow (missing, disabled): its event; the holder's unit if held (the slot is free
     by itself: its lease ended with the item, items.slot_use)."""
     event = Event(state.tagged_us or stamps.now_us(db), state.seq, kind, state.holder, state.team, member.user)
+    if state.lease_id is not None:
+        items.lease_ended(db, member.project, state.lease_id)
     effort.log(db, member.project, [event])
     if held and state.holder and state.team:
         items.change_usage(db, member.project, state.team, -1, None)

@@ -11,6 +11,7 @@ import threading
 
 from cassandra import OperationTimedOut
 
+from api.db import Database
 from api.tagging import control, effort, items, projects, queue, reconcile, service, worker
 from tests.tagging.test_consistency import _Frozen
 from tests.tagging.test_workflow import _h, _next, _submit
@@ -207,3 +208,52 @@ def test_a_reload_after_a_claim_whose_event_was_lost_logs_the_claim(client, cloc
     users = {u["user"]: u for u in client.get(f"/tagging/projects/{made.project}/stats",
                                               headers=_h(made.tokens["ada"])).get_json()["users"]}
     assert (users["ann"]["assigned"], users["ann"]["finished"]) == (1, 1)
+
+
+def _reads_of(monkeypatch, db, statements) -> list[str]:
+    ran: list[str] = []
+    real = db.execute
+
+    def execute(statement, params=(), **kwargs):
+        if statement in statements:
+            ran.append(statement.name)
+        return real(statement, params, **kwargs)
+
+    monkeypatch.setattr(db, "execute", execute)
+    return ran
+
+
+def test_after_its_own_submit_a_process_takes_the_slot_without_reading_it(client, clocked_db, make_project,
+                                                                           monkeypatch):
+    db = clocked_db
+    made = make_project(items=4, database=db)
+    first = _next(client, made, "ann")["item"]
+    assert _submit(client, made, "ann", first).status_code == 200
+    reads = _reads_of(monkeypatch, db, (items.SLOTS, items.GET_STATE, items.GET_STATE_SERIAL))
+    item = _next(client, made, "ann")["item"]
+    assert item is not None and item["seq"] != first["seq"]
+    assert reads == []  # the slot as this process wrote it, and its lease known to have ended
+    assert _held_by(db, made.project, "ann", 4) == [item["seq"]]
+
+
+def test_a_view_of_the_slots_another_process_made_stale_never_gives_a_second_item(settings, db, make_project):
+    made = make_project(items=6)
+    other = Database(settings)  # another gunicorn worker of the same deployment
+    try:
+        ann = projects.member_of_token(db, made.tokens["ann"])
+        first = service.next_item(db, ann)["item"]
+        service.submit(db, ann, first["seq"], first["lease_id"], ["news"], [], [])
+        # This process now sees ann's slot free (its lease ended here); the other process takes it.
+        taken = service.next_item(other, ann)["item"]
+        assert taken is not None and taken["seq"] != first["seq"]
+        again = service.next_item(db, ann)["item"]  # refused on the stale view, read again: held, renewed
+        assert (again["seq"], again["lease_id"]) == (taken["seq"], taken["lease_id"])
+        assert _held_by(db, made.project, "ann", 6) == [taken["seq"]]
+        # And the other way: the other process's view is stale once this one's submit ended that lease.
+        service.submit(db, ann, again["seq"], again["lease_id"], ["news"], [], [])
+        mine = service.next_item(db, ann)["item"]
+        theirs = service.next_item(other, ann)["item"]
+        assert (theirs["seq"], theirs["lease_id"]) == (mine["seq"], mine["lease_id"])
+        assert _held_by(db, made.project, "ann", 6) == [mine["seq"]]
+    finally:
+        other.close()
