@@ -25,7 +25,8 @@ What it does, in one scratch keyspace (dropped after unless `--keep`):
    Figures: submits/s = submits answered 200 in the window / seconds; next and submit p50/p99/max (each
    request's wall time seen by the client, so the client's own queueing is included); answers other than 200
    (a null item from next is counted with its reason; its latency counts as a next's); CPU seconds used in
-   the window by the node, the gunicorn workers, the tagging worker and the load generator, per submit.
+   the window by the node, the gunicorn workers, the tagging worker and the load generator, per submit; driver
+   rounds and lightweight transactions per submit, by statement (the servers' Prometheus counts over the window).
 3. Queue top-up. gunicorn and the tagging worker stopped, `--topups` fresh projects of 2,000 items each; for
    each, api.tagging.worker.run_once on its empty queue of size 1,000 (time; the pass must report 1,000 queued),
    then one more run_once on the full queue (the cost of an idle pass, which the worker repeats every tick).
@@ -59,6 +60,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -71,12 +73,12 @@ from pathlib import Path
 from typing import Any
 
 from api.config import Settings
-from api.db import Database
+from api.db import Database, Statement
 from api.network import posts
 from api.network.values import Post
 from api.node.process import read_pid
 from api.observability import configure_logging
-from api.tagging import service, worker
+from api.tagging import control, items, service, worker
 from bench.scale_common import BIN, _percentile, local_node, scratch_keyspace, served, write_result
 
 CATEGORIES = ["news", "opinion", "question", "announcement", "other"]
@@ -254,8 +256,10 @@ def run_phase(name: str, port: int, project: str, tokens: list[str], args: argpa
         pipes.append(receiver)
     time.sleep(max(0.0, window_start - time.monotonic()))
     cpu_before = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+    rounds_before = statement_rounds(port)
     time.sleep(max(0.0, window_end - time.monotonic()))
     cpu_after = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+    rounds_after = statement_rounds(port)
     records: list[tuple] = []
     client_cpu = 0.0
     for receiver, proc in zip(pipes, procs, strict=True):
@@ -279,9 +283,41 @@ def run_phase(name: str, port: int, project: str, tokens: list[str], args: argpa
         "answers": dict(sorted(statuses.items())),
         "cpu_seconds": cpu,
         "cpu_ms_per_submit": {k: round(v * 1000 / submits_ok, 1) for k, v in cpu.items()} if submits_ok else {},
+        **_rounds_per_submit(rounds_before, rounds_after, submits_ok),
     }
     _note(name, result)
     return result
+
+
+_COUNT_LINE = re.compile(r'^chronicle_cassandra_query_seconds_count\{statement="([^"]*)"\} ([0-9.e+]+)$', re.M)
+
+
+def statement_rounds(port: int) -> Counter[str]:
+    """Driver rounds so far per statement name, summed over the gunicorn workers and the tagging worker (they
+    share Prometheus' directory): each execute, and each round of writes sent together, counts one."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        body = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return Counter({name: float(count) for name, count in _COUNT_LINE.findall(body)})
+
+
+# Every lightweight transaction of tagging, by the name its metrics carry.
+TRANSACTIONS = frozenset(v.name for module in (items, control) for v in vars(module).values()
+                         if isinstance(v, Statement) and v.conditional)
+
+
+def _rounds_per_submit(before: Counter[str], after: Counter[str], submits: int) -> dict[str, Any]:
+    """The window's driver rounds and lightweight transactions per submitted item, by statement."""
+    if not submits:
+        return {}
+    per = {name: round((after[name] - before[name]) / submits, 2) for name in after if after[name] > before[name]}
+    txns = {name: n for name, n in per.items() if name in TRANSACTIONS}
+    return {"rounds_per_submit": round(sum(per.values()), 2), "transactions_per_submit": round(sum(txns.values()), 2),
+            "transactions_by_statement": dict(sorted(txns.items(), key=lambda kv: -kv[1])),
+            "rounds_by_statement": dict(sorted(per.items(), key=lambda kv: -kv[1]))}
 
 
 # ------------------------------------------------------------------------------------------------ top-up

@@ -10,18 +10,14 @@ else (docs/tagging.md, "Exactly once").
 from __future__ import annotations
 
 import dataclasses
-import random
 from typing import Any
 
 from api.db import Database
-from api.tagging import control, effort, figures, items, projects, queue, sources, stamps
+from api.tagging import control, effort, figures, items, picking, projects, queue, sources, stamps
 from api.tagging.effort import Event
 from api.tagging.items import State
 from api.tagging.projects import Member, Project
 
-_WINDOW = 128  # queue entries a taker reads from the frontier (`_waiting`)
-_TRIES = 8  # claims a taker tries before it reads the queue again
-_ROUNDS = 4
 MAX_KEYWORDS = 20
 
 
@@ -168,11 +164,12 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
     """Claim a waiting item into `slot` (found free): the slot is taken naming the first candidate, then the
     team's unit, then the item (a claim refused for that candidate names the slot after the one granted).
     None when the slot was taken meanwhile (by another request of the caller's, or as seen stale)."""
-    candidates = _waiting(db, project.project)
-    if not candidates:
+    picker = picking.Picker(db, project.project)
+    first = picker.next()
+    if first is None:
         return {"item": None, "reason": "the queue is empty: no item is waiting"}
     lease_id = items.new_lease_id(now, slot.slot)
-    named = candidates[0].seq
+    named = first.seq
     # The lease's end is logged before the claim: if this process dies right after the claim, the owner still
     # finds the lease when it runs out and returns the item (a row of a claim refused or never made is ignored
     # by the owner, as its lease id is not the item's). The first one goes out beside the slot and the unit.
@@ -187,87 +184,31 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
         first_end.wait()
         if member.team and not counted:
             return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
-        for attempt in range(_ROUNDS):
-            for entry in candidates:
-                if entry.seq != named or attempt:
-                    db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
-                if not items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id,
-                                   now, until):
-                    _mark_if_dead(db, project.project, entry)
-                    continue
-                # The item holds the unit and the slot from here, whatever fails next: its lease runs out and
-                # the owner's expiry gives the unit back (the slot is free once the lease has ended).
-                counted = held = True
-                if entry.seq != named:
-                    items.name_slot(db, project.project, member.user, slot.slot, entry.seq, lease_id)
-                state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
-                              until, (), (), (), None, None, None, None, None)
-                effort.log(db, project.project,
-                           [Event(now, entry.seq, "claimed", member.user, member.team, member.user)],
-                           also=[queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user)])
-                return {"item": item_json(db, project.project, state, ref=entry.ref), "reason": None}
-            candidates = _waiting(db, project.project, fresh=True) if attempt + 1 < _ROUNDS else []
-            if not candidates:
-                break
+        entry: queue.Entry | None = first
+        while entry is not None:
+            if entry is not first:
+                db.execute(*queue.lease_end_write(project.project, until, entry.seq, lease_id))
+            if not items.claim(db, project.project, entry.seq, entry.pos, member.user, member.team, lease_id,
+                               now, until):
+                _mark_if_dead(db, project.project, entry)
+                entry = picker.next()
+                continue
+            # The item holds the unit and the slot from here, whatever fails next: its lease runs out and the
+            # owner's expiry gives the unit back (the slot is free once the lease has ended).
+            counted = held = True
+            if entry.seq != named:
+                items.name_slot(db, project.project, member.user, slot.slot, entry.seq, lease_id)
+            state = State(entry.seq, items.IN_PROGRESS, entry.pos, member.user, member.team, lease_id, now,
+                          until, (), (), (), None, None, None, None, None)
+            effort.log(db, project.project, [Event(now, entry.seq, "claimed", member.user, member.team, member.user)],
+                       also=[queue.mark_taken_write(project.project, queue.TAG, entry.pos, member.user)])
+            return {"item": item_json(db, project.project, state, ref=entry.ref), "reason": None}
         return {"item": None, "reason": "the queue is empty: no item is waiting"}
     finally:
         if counted and not held:
             items.change_usage(db, project.project, member.team, -1, None)
         if not held:
             items.free_slot(db, project.project, member.user, slot.slot, lease_id)
-
-
-_POSITIONS_SECONDS = 0.5  # how long a process reuses a project's queue head and tail
-_POSITIONS_MAX = 10_000  # projects whose positions are kept
-
-
-def _queue_positions(db: Database, project: str, *, fresh: bool = False) -> control.Lanes | None:
-    """The project's queue positions, reused for half a second: every `next` reads them, and a stale head only
-    means a longer window read (a fresh read follows a window with nothing waiting)."""
-    cache = db.caches.ttl("tagging.queue_positions", maxsize=_POSITIONS_MAX, ttl=_POSITIONS_SECONDS)
-    if not fresh:
-        hit = cache.get(project)
-        if hit is not None:
-            return hit
-    found = control.lanes(db, project)
-    if found is not None:
-        cache.set(project, found)
-    return found
-
-
-_FRONTIER_SECONDS = 5.0  # how long a process skips entries it saw taken before reading from the head again
-
-
-def _waiting(db: Database, project: str, *, fresh: bool = False) -> list[queue.Entry]:
-    """A few waiting entries at random (so concurrent takers rarely try the same one), from the first window
-    of entries after the head that has any; [] when none waits. The positions are reused for half a second
-    unless `fresh`, and read again when they showed nothing waiting.
-
-    A taken entry stays taken, so the process remembers where the taken entries it read end (the frontier) and
-    reads from there: between two moves of the head by the owner, the entries after it are mostly taken, and
-    reading them again was most of a `next`. The frontier is forgotten after a few seconds, so an entry that
-    appeared behind it (a late write of a deposed owner) is still found."""
-    frontiers = db.caches.lru("tagging.queue_frontier", maxsize=_POSITIONS_MAX)
-    for refresh in (fresh, True):
-        pos = _queue_positions(db, project, fresh=refresh)
-        if pos is None:
-            return []
-        now = db.clock.monotonic()
-        known, since = frontiers.get(project) or (0, now)
-        if now - since > _FRONTIER_SECONDS:
-            known, since = 0, now
-        start, waiting = max(pos.tag_head, known), []
-        while not waiting and start < pos.tag_tail:
-            window = queue.entries(db, project, queue.TAG, start, pos.tag_tail, _WINDOW)
-            if not window:
-                break
-            waiting = [e for e in window if e.taken_by is None]
-            start = waiting[0].pos if waiting else window[-1].pos + 1
-        if start > known:
-            frontiers.set(project, (start, since))
-        if waiting or refresh:
-            return random.sample(waiting, min(_TRIES, len(waiting)))
-    return []
 
 
 def _mark_if_dead(db: Database, project: str, entry: queue.Entry) -> None:

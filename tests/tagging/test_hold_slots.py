@@ -12,7 +12,7 @@ import threading
 from cassandra import OperationTimedOut
 
 from api.db import Database
-from api.tagging import control, effort, items, projects, queue, reconcile, service, worker
+from api.tagging import control, effort, items, picking, projects, queue, reconcile, service, worker
 from tests.tagging.test_consistency import _Frozen
 from tests.tagging.test_workflow import _h, _next, _submit
 
@@ -154,6 +154,13 @@ def _reads_from(monkeypatch, db) -> list[int]:
     return starts
 
 
+def _drain(picker) -> list:
+    out = []
+    while (entry := picker.next()) is not None:
+        out.append(entry)
+    return out
+
+
 def test_takers_read_the_queue_from_where_the_taken_entries_end(clocked_db, make_project, monkeypatch):
     db = clocked_db
     made = make_project(items=10, queue_size=10, database=db)
@@ -168,17 +175,32 @@ def test_takers_read_the_queue_from_where_the_taken_entries_end(clocked_db, make
         if e is not late:
             queue.mark_taken(db, made.project, queue.TAG, e.pos, "someone")
     starts = _reads_from(monkeypatch, db)
-    first = service._waiting(db, made.project)
-    assert {e.seq for e in first} == {e.seq for e in entries[5:]}
-    again = service._waiting(db, made.project)
+    assert {e.seq for e in picking.read_waiting(db, made.project)} == {e.seq for e in entries[5:]}
+    assert {e.seq for e in picking.read_waiting(db, made.project)} == {e.seq for e in entries[5:]}
     assert starts == [head, head + 5]  # the second read starts after the taken entries the first one saw
-    assert {e.seq for e in again} == {e.seq for e in entries[5:]}
     # An entry written late behind that point (a deposed owner's) is found once the process forgets it.
     db.execute(*queue.entry_write(made.project, queue.TAG, late.pos, late.seq, late.ref))
-    assert late.seq not in {e.seq for e in service._waiting(db, made.project)}
-    db.clock.advance(service._FRONTIER_SECONDS + 0.1)
-    assert late.seq in {e.seq for e in service._waiting(db, made.project)}
+    assert late.seq not in {e.seq for e in picking.read_waiting(db, made.project)}
+    db.clock.advance(picking.FRONTIER_SECONDS + 0.1)
+    assert late.seq in {e.seq for e in picking.read_waiting(db, made.project)}
     assert starts[-1] == head
+
+
+def test_a_process_hands_each_waiting_entry_to_one_of_its_requests(clocked_db, make_project, monkeypatch):
+    db = clocked_db
+    made = make_project(items=30, queue_size=30, database=db)
+    starts = _reads_from(monkeypatch, db)
+    pickers = [picking.Picker(db, made.project) for _ in range(4)]
+    picked = [p.next() for p in pickers for _ in range(5)]  # four requests at once, five tries each
+    assert len(starts) == 1  # one read serves them all while it is fresh
+    assert len({e.pos for e in picked}) == 20  # no entry handed to two of them
+    rest = _drain(picking.Picker(db, made.project))
+    assert len(rest) == 10 and not {e.pos for e in rest} & {e.pos for e in picked}
+    # Once the pool is stale it is read again; entries handed lately stay with their requests.
+    db.clock.advance(picking.POOL_SECONDS + 0.01)
+    assert _drain(picking.Picker(db, made.project)) == [] and len(starts) > 1
+    db.clock.advance(picking.HANDED_SECONDS)
+    assert len(_drain(picking.Picker(db, made.project))) == picking.TRIES  # handed again, at most TRIES each
 
 
 def test_a_reload_after_a_claim_whose_event_was_lost_logs_the_claim(client, clocked_db, make_project, monkeypatch):
