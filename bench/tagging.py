@@ -310,7 +310,8 @@ TRANSACTIONS = frozenset(v.name for module in (items, control) for v in vars(mod
 
 
 def _rounds_per_submit(before: Counter[str], after: Counter[str], submits: int) -> dict[str, Any]:
-    """The window's driver rounds and lightweight transactions per submitted item, by statement."""
+    """The window's driver rounds and lightweight transactions per submitted item, by statement (a round of
+    writes sent together counts once under each statement it carried, so the total overstates rounds a little)."""
     if not submits:
         return {}
     per = {name: round((after[name] - before[name]) / submits, 2) for name in after if after[name] > before[name]}
@@ -394,6 +395,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "submits_>=_200_per_s": best >= 200,
         "next_p99_<=_50ms (paced)": (paced["next"].get("p99_ms") or 1e9) <= 50,
         "submit_p99_<=_50ms (paced)": (paced["submit"].get("p99_ms") or 1e9) <= 50,
+        # Issue 33's targets: 140 submits/s with 200 paced taggers; the submit p99 below saturation (a run with
+        # fewer taggers than the machine serves, e.g. --taggers 100 --skip-saturation).
+        "submits_>=_140_per_s (paced, issue 33)": paced["submits_per_s"] >= 140,
+        "submit_p99_<=_100ms (paced, issue 33)": (paced["submit"].get("p99_ms") or 1e9) <= 100,
     }
     if result["topup"]:
         result["figures"]["topup_1000_median_s"] = result["topup"]["fill_median_s"]
@@ -453,6 +458,8 @@ def _table(result: dict[str, Any]) -> None:
                      f"{t['fill_median_s']} s, max {t['fill_max_s']} s; idle pass {t['idle_pass_median_s']} s")
     for p in result["phases"]:
         lines.append(f"CPU ms per submit ({p['phase']}): {p['cpu_ms_per_submit']}")
+        lines.append(f"per submit ({p['phase']}): {p.get('transactions_per_submit')} transactions "
+                     f"{p.get('transactions_by_statement')}, {p.get('rounds_per_submit')} statement rounds")
     lines.append(f"verdict: {result['verdict']}")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
