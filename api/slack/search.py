@@ -440,6 +440,19 @@ class _Plan:
     lo_us: int
     hi_us: int                                # exclusive
     denied: frozenset[str]                    # channels whose messages this reader may not see
+    # clause -> [candidates looked up, kept] in this request: later stages look the most selective clause up
+    # first, so the days it empties read nothing more
+    survival: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+
+    def next_lookup(self, left: list[int]) -> int:
+        """Of the clauses `left` to look up on a day, the one that kept the fewest candidates so far (in query
+        order until measured); removed from `left`."""
+        def kept(i: int) -> float:
+            looked, held = self.survival.get(i, (0, 0))
+            return (held + 1) / (looked + 2)
+        best = min(left, key=lambda i: (kept(i), left.index(i)))
+        left.remove(best)
+        return best
 
 
 def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, tz_name: str | None) -> _Plan:
@@ -584,7 +597,7 @@ def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[in
     whose candidates are gone reads nothing more. Stops (leaving the rest to confirmation) when the budget
     cannot afford a stage."""
     while True:
-        stage = {day: todo[day].pop(0) for day in found if found[day] and todo[day]}
+        stage = {day: plan.next_lookup(todo[day]) for day in found if found[day] and todo[day]}
         if not stage:
             return
         ts_of = {day: sorted({ts for ts, _channel in found[day]}) for day in stage}
@@ -597,7 +610,11 @@ def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[in
                    for day, i in stage.items()}
         for day, alternatives in futures.items():
             held = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
+            before = len(found[day])
             found[day] = [c for c in found[day] if c in held]
+            counts = plan.survival.setdefault(stage[day], [0, 0])
+            counts[0] += before
+            counts[1] += len(found[day])
 
 
 def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budget

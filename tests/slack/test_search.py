@@ -383,6 +383,31 @@ def test_an_in_or_a_from_drives_and_the_words_are_only_looked_up(client, archive
     assert meter.confirmed < len(everyone) / 2  # a plan that confirmed every driving posting fails here
 
 
+def test_the_clause_that_keeps_fewest_candidates_is_looked_up_first(client, archive, monkeypatch):
+    """Lookups go clause by clause; after the first days the clause that kept the fewest candidates goes first,
+    so the days it empties read nothing more, whatever the query's order. Measured against the query's order
+    (the plan before), which looks a common word up on every day."""
+    zoes = [m for m in archive.values() if m.user == "UZOE3" and not m.deleted]
+    by_share = sorted(VOCAB[:10], key=lambda w: sum(_has(m, w) for m in zoes))
+    common = "rolled"  # in 30% of the messages (the phrase "rolled back")
+    rare = next(w for w in by_share if any(_has(m, w) and _has(m, common) for m in zoes))
+    expected = reference(archive, lambda m: m.user == "UZOE3" and _has(m, common) and _has(m, rare))
+    assert expected
+
+    def lookups(q: str) -> int:
+        meter = _Meter(monkeypatch)
+        got = run_search(client, q, limit=50)
+        assert [(m["channel_id"], m["ts"]) for m in got] == expected, q
+        monkeypatch.undo()
+        return len(meter.lookups)
+
+    rare_first, common_first = lookups(f"{rare} {common} from:@zoe"), lookups(f"{common} {rare} from:@zoe")
+    monkeypatch.setattr(search._Plan, "next_lookup", lambda self, left: left.pop(0))  # the query's order
+    in_query_order = lookups(f"{common} {rare} from:@zoe")
+    assert common_first <= rare_first + 2, (common_first, rare_first)
+    assert common_first < in_query_order, (common_first, in_query_order)
+
+
 @pytest.mark.parametrize(("q", "probe"), [("in:#random", 256), ("deploy -budget", 1), ("has:link deploy", 1)])
 def test_the_read_budget_counts_confirmations_and_holds_inside_a_batch(client, archive, monkeypatch, q, probe):
     """A small budget, checked before every read: no request reads more than it (postings, plus CONFIRM_COST per
