@@ -3,7 +3,7 @@ the run does to timeline reads beside it.
 
     .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
                                         [--seconds 10] [--channel-keep C:N ...] [--parallel 8]
-                                        [--pace N] [--then KEEP_DAYS:PARALLEL[:PACE] ...] [--keep]
+                                        [--pace N] [--nice N] [--then KEEP_DAYS:PARALLEL[:PACE[:NICE]] ...] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -30,7 +30,9 @@ Prints one JSON object and writes it under bench/results/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
+import os
 import random
 import sys
 import threading
@@ -167,6 +169,14 @@ def _percentiles(latencies: list[float], seconds: float) -> dict[str, Any]:
             "rate": round(len(ordered) / seconds, 1), "concurrency": 4}
 
 
+def _niceness(value: int) -> None:
+    """Every thread of this process at `value` (as root, back down too; `chronicle retention run --nice` only
+    raises it, api/cli/common.yield_cpu)."""
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, int(task), value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
@@ -179,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=retention.PARALLEL,
                         help="channel-days expired side by side (the run's --parallel)")
     parser.add_argument("--pace", type=float, default=None, help="the run's pace (messages a second; default: none)")
-    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL[:PACE]",
+    parser.add_argument("--nice", type=int, default=0,
+                        help="the run's niceness (what `chronicle retention run --nice` sets; default 0: as the "
+                             "reads beside it)")
+    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL[:PACE[:NICE]]",
                         help="another run after the first, with a shorter workspace policy (the days between the "
-                             "two cutoffs expire), its own --parallel and --pace; repeatable: several runs of one load")
+                             "two cutoffs expire), its own --parallel, --pace and --nice; repeatable: several runs "
+                             "of one load")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -204,23 +218,27 @@ def main(argv: list[str] | None = None) -> int:
         quiet = ReadsBeside(db, channels)
         time.sleep(args.seconds)
         result["timeline_quiet"] = quiet.stop()
-        steps = [(args.keep_days, args.parallel, args.pace)]
+        steps = [(args.keep_days, args.parallel, args.pace, args.nice)]
         for spec in args.then:
-            keep, parallel, *pace = spec.split(":")
-            steps.append((int(keep), int(parallel), float(pace[0]) if pace and pace[0] else None))
+            keep, parallel, *rest = spec.split(":") + ["", ""]
+            steps.append((int(keep), int(parallel), float(rest[0]) if rest[0] else None, int(rest[1] or 0)))
         result["runs"] = []
-        for keep_days, parallel, pace in steps:
+        for keep_days, parallel, pace, nice in steps:
             policies.set_policy(db, archive, policies.WHOLE, keep_days, by="bench")
             dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
             say(f"keep {keep_days} days, parallel {parallel}, pace {pace}: dry run {dry.counts}")
             settled = settle(node, db.keyspace)
             beside = ReadsBeside(db, channels)
-            say("running ...")
+            say(f"running (nice {nice}) ...")
+            _niceness(nice)  # after the reads' process started: it keeps the niceness it was forked with
             started = time.perf_counter()
-            done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel,
-                                        pace=pace)
-            seconds = time.perf_counter() - started
-            run = {"keep_days": keep_days, "parallel": parallel, "pace": pace, "plan": plan.to_json(),
+            try:
+                done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel,
+                                            pace=pace)
+            finally:
+                seconds = time.perf_counter() - started
+                _niceness(0)
+            run = {"keep_days": keep_days, "parallel": parallel, "pace": pace, "nice": nice, "plan": plan.to_json(),
                    "dry_run": dry.to_json(),
                    **done.to_json(), "seconds": round(seconds, 1),
                    "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1),

@@ -357,3 +357,25 @@ def test_erase_and_retention_say_whose_archive_before_anything_runs(args):
     result = CliRunner().invoke(chronicle, args)
     assert result.exit_code == 2, result.output
     assert "--team" in result.output or "--network" in result.output, result.output
+
+
+def test_yield_cpu_lowers_every_thread_of_the_process_and_those_it_starts():
+    """`retention run --nice` (default 10): Linux keeps a niceness per thread, and the driver's I/O thread may
+    run before the command lowers its own; every thread, before and after, must end up below the API's."""
+    script = """
+import os, threading, time
+from api.cli.common import yield_cpu
+started = threading.Event(); stop = threading.Event()
+def spin():
+    started.set(); stop.wait()
+before = threading.Thread(target=spin); before.start(); started.wait()
+print(yield_cpu(7))
+after = threading.Thread(target=spin); after.start()
+time.sleep(0.1)
+print(sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir('/proc/self/task')}))
+print(yield_cpu(3))  # never raised back up
+stop.set()
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1], check=True).stdout.split("\n")
+    assert out[:3] == ["7", "[7]", "7"], out

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import enum
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -100,6 +101,19 @@ def audited(db: Database, command: str) -> None:
         params = click.get_current_context().params
         target = " ".join(f"--{k.replace('_', '-')}={v}" for k, v in sorted(params.items()) if v not in (None, False))
         audit.record(db, actor=audit.cli_actor(), via="cli", action=command, target=target, status=0, wait=True)
+
+
+def yield_cpu(niceness: int) -> int:
+    """Run this process (every thread it has, and those it starts) at `niceness` or below (a higher value), so
+    that on a machine shared with the API and the node its own work waits for theirs. Linux keeps a niceness per
+    thread, so each one's is set (the driver's I/O thread may be running already). Returns the niceness now."""
+    if niceness <= 0:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            tid = int(task)
+            os.setpriority(os.PRIO_PROCESS, tid, max(niceness, os.getpriority(os.PRIO_PROCESS, tid)))
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def say(line: str) -> None:

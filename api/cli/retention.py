@@ -8,7 +8,18 @@ from datetime import date
 import click
 
 from api import audit
-from api.cli.common import CONTEXT, Exit, cassandra_errors, database, emit, fail, fail_on, progress_bars, say
+from api.cli.common import (
+    CONTEXT,
+    Exit,
+    cassandra_errors,
+    database,
+    emit,
+    fail,
+    fail_on,
+    progress_bars,
+    say,
+    yield_cpu,
+)
 from api.errors import InvalidInput, NotFound
 from api.network.common import valid_network_name
 from api.retention import network as network_retention
@@ -80,9 +91,12 @@ def show(team: str | None, network: str | None, runs: int) -> None:
 @click.option("--pace", type=click.FloatRange(min=1, min_open=False), default=None, metavar="MESSAGES",
               help="At most this many messages a second (a workspace; default: as fast as the node answers): a "
                    "run beside production reads leaves the node the rest of its time.")
+@click.option("--nice", type=click.IntRange(0, 19), default=10, show_default=True,
+              help="Run at this niceness (0: as started): on a machine it shares with the API and the node, the "
+                   "run's own work then waits for theirs, and reads beside it keep their latency.")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
 def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int | None,
-        pace: float | None, progress: bool) -> None:
+        pace: float | None, nice: int, progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
     --network, every post older than the network's policy (postings, top lists, likes, activity, snapshots).
@@ -93,6 +107,7 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
         day = date.fromisoformat(today) if today else None
     except ValueError:
         fail(f"--today: {today!r} is not a date (YYYY-MM-DD)", Exit.USAGE)
+    yield_cpu(nice)
     with cassandra_errors():
         db = database()
         if network is not None:
