@@ -119,6 +119,13 @@ class Picker:
             if not waiting:
                 return None
 
+    def release(self, entry: queue.Entry) -> None:
+        """Give back an entry this request did not try to claim (its slot or its team's unit was refused): the
+        process's other requests may have it at once (in a small queue it may be the only one waiting)."""
+        with self.pool.lock:
+            self.pool.handed.pop(entry.pos, None)
+        self.tries -= 1
+
     def _pick(self, now: float) -> queue.Entry | None:
         """(under the pool's lock) a random entry not handed out lately; marks it handed."""
         handed = self.pool.handed

@@ -175,6 +175,7 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
     # by the owner, as its lease id is not the item's). The first one goes out beside the slot and the unit.
     first_end = db.start_together([queue.lease_end_write(project.project, until, named, lease_id)])
     if not items.take_slot(db, project.project, member.user, slot, named, lease_id, now):
+        picker.release(first)
         first_end.wait()
         return None
     quota = projects.teams_cached(db, project.project).get(member.team) if member.team else None
@@ -183,6 +184,7 @@ def _claim_new(db: Database, project: Project, member: Member, slot: items.Slot,
         counted = bool(member.team) and items.change_usage(db, project.project, member.team, +1, quota)
         first_end.wait()
         if member.team and not counted:
+            picker.release(first)
             return {"item": None, "reason": f"team {member.team} has used its quota of {quota} items"}
         entry: queue.Entry | None = first
         while entry is not None:

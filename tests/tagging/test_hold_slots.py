@@ -279,3 +279,16 @@ def test_a_view_of_the_slots_another_process_made_stale_never_gives_a_second_ite
         assert _held_by(db, made.project, "ann", 6) == [mine["seq"]]
     finally:
         other.close()
+
+
+def test_an_entry_a_request_did_not_try_goes_at_once_to_the_next_request(client, db, make_project):
+    """The last item waiting, handed to a request refused on its team's quota, is not kept from the process's
+    next request (another team's) for the seconds an entry stays handed."""
+    made = make_project(items=2, teams={"red": 1, "blue": None},
+                        people={"ann": ("red", "tagger"), "cy": ("red", "tagger"), "dee": ("blue", "tagger")})
+    first = _next(client, made, "ann")["item"]
+    assert _submit(client, made, "ann", first).status_code == 200
+    refused = _next(client, made, "cy")
+    assert refused["item"] is None and "quota of 1" in refused["reason"]
+    given = _next(client, made, "dee")["item"]
+    assert given is not None and given["seq"] != first["seq"]
