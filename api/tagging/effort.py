@@ -118,9 +118,10 @@ def event_writes(db: Database, project: str, event: Event) -> list[tuple[Stateme
 
 
 def log(db: Database, project: str, events: Iterable[Event], also: Iterable[tuple[Statement, Any]] = ()) -> None:
-    """Write effort events (and `also`, in the same round of writes). An event acknowledged more than
-    LATE_AFTER_US after its own time also gets a notice, rewritten with a new arrival time until one is
-    acknowledged within LATE_AFTER_US of its own (so the owner's notice checkpoint cannot pass it either)."""
+    """Write a request's effort events (one, or a few) and `also`, in one round of writes. An event
+    acknowledged more than LATE_AFTER_US after its own time also gets a notice, rewritten with a new arrival
+    time until one is acknowledged within LATE_AFTER_US of its own (so the owner's notice checkpoint cannot
+    pass it either)."""
     events = list(events)
     # A request's few rows (the event, its minute, the entry's mark or the keywords) in one unlogged batch: the
     # driver's cost per request is more than the node's per row (Database.execute_together).

@@ -94,15 +94,14 @@ VERIFY = Statement(
     name="UPDATE tagging_item_state (verify)")
 
 PUT_SLOT = Statement("INSERT INTO tagging_holds (project, user_id, slot, seq) VALUES (?, ?, ?, -1) IF NOT EXISTS",
-                     idempotent=False,
-    name="INSERT tagging_holds (make slot)")
+                     idempotent=False, name="INSERT tagging_holds (make slot)")
 SLOTS = Statement("SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ?")
 SLOT_SERIAL = Statement(
     "SELECT slot, seq, lease_id, since_us FROM tagging_holds WHERE project = ? AND user_id = ? AND slot = ?",
     consistency=ConsistencyLevel.LOCAL_SERIAL, name="SELECT tagging_holds (serial)")
 # A slot is taken by compare-and-set on the lease it was seen with (null for a slot never used), naming the item
 # to claim at once: a slot whose lease ended (the item it names finished or went back under that lease) is free
-# without a write, so a submit, skip or expiry never touches the slot (see `slot_is_free`).
+# without a write, so a submit, an expiry, a report or a disable never touches the slot (see `slot_use`).
 TAKE_SLOT = Statement(
     "UPDATE tagging_holds SET seq = ?, lease_id = ?, since_us = ? WHERE project = ? AND user_id = ? AND slot = ? "
     "IF lease_id = ?", idempotent=False,
