@@ -49,6 +49,8 @@ PUT_TOUCHED = Statement(
 SELECT_TOUCHED = Statement(
     "SELECT day, ts, what FROM erasure_touched WHERE request_id = ? AND channel_id = ?", consistency=_QUORUM)
 MAX_REQUESTS = 10_000  # requests of one archive looked through by `find`
+GUARD_CACHE = "erasure.guard_archives"  # guard.py's per-process view of an archive's requests, dropped on a change
+GUARD_REFRESH = 10.0  # seconds another process goes on with that view (docs/retention.md "Erased stays erased")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +92,13 @@ def start(db: Database, archive: str, person: str, requested_by: str) -> Request
     at = datetime.fromtimestamp(db.clock.time(), UTC)
     request_id = uuid_from_time(at.timestamp())
     db.execute(PUT_REQUEST, (archive, request_id, subject_of(db, archive, person), RUNNING, requested_by, at))
+    view_changed(db, archive)
     return get(db, archive, request_id)
+
+
+def view_changed(db: Database, archive: str) -> None:
+    """A request or a hold of the archive changed: this process's guard (guard.py) reads them again."""
+    db.caches.ttl(GUARD_CACHE, maxsize=4096, ttl=GUARD_REFRESH).pop(archive)
 
 
 def get(db: Database, archive: str, request_id: uuid.UUID) -> Request:
@@ -132,11 +140,13 @@ def finish(db: Database, request: Request, state: str, counts: Mapping[str, int]
            ) -> Request:
     at = datetime.fromtimestamp(db.clock.time(), UTC)
     db.execute(FINISH, (state, at, dict(counts), dict(held), request.archive, request.request_id))
+    view_changed(db, request.archive)
     return get(db, request.archive, request.request_id)
 
 
 def set_state(db: Database, request: Request, state: str) -> None:
     db.execute(SET_STATE, (state, request.archive, request.request_id))
+    view_changed(db, request.archive)
 
 
 def record_proof(db: Database, request: Request, proof: Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ from cassandra.util import uuid_from_time
 
 from api import audit
 from api.db import Database, Statement
+from api.erasure import ledger
 from api.errors import InvalidInput, NotFound
 
 TABLES = frozenset({"retention_policies", "legal_holds", "retention_runs"})
@@ -147,6 +148,7 @@ def create_hold(db: Database, archive: str, scope: str, target: str, reason: str
     at = _now(db)
     hold = Hold(uuid_from_time(at.timestamp()), scope, target, reason, by, at, None, None)
     db.execute(PUT_HOLD, (archive, hold.hold_id, scope, target, reason, by, at))
+    ledger.view_changed(db, archive)
     audit.record(db, actor=by, via=via, action="hold create", target=f"{archive} {scope}:{target} {hold.hold_id}",
                  status=0, remote=remote, wait=True)
     return hold
@@ -166,6 +168,7 @@ def release_hold(db: Database, archive: str, hold_id: uuid.UUID, *, by: str, via
         return hold
     at = _now(db)
     db.execute(RELEASE_HOLD, (by, at, archive, hold_id))
+    ledger.view_changed(db, archive)
     audit.record(db, actor=by, via=via, action="hold release", target=f"{archive} {hold.scope}:{hold.target} "
                  f"{hold_id}", status=0, remote=remote, wait=True)
     return dataclasses.replace(hold, released_by=by, released_at=at)

@@ -15,6 +15,7 @@ from typing import Any
 from api.activity import dirty
 from api.caches import Cache
 from api.db import Database, Params, Statement
+from api.erasure import guard, scrub
 from api.slack import activity_index, channels, file_queue, messages, mrkdwn, payloads, search_index, users
 from api.slack.codec import is_slack_id
 from api.slack.messages import NewMessage
@@ -118,6 +119,32 @@ def note_activity(db: Database, keys: tuple[list, list]) -> None:
     dirty.note_marked(db, keys[1])
 
 
+def archive_of(team_id: str) -> str:
+    return f"slack:{team_id}"
+
+
+def erased(db: Database, msg: NewMessage) -> bool:
+    """The message is its author's from before their erasure (api/erasure/guard.py): it is not written again."""
+    return guard.covers(db, archive_of(msg.team_id), msg.user, msg.ts, channel=msg.channel_id)
+
+
+def without_erased(db: Database, msg: NewMessage, versions: Iterable[tuple[int, str]] = (), raw: Any = None
+                   ) -> tuple[NewMessage, list[tuple[int, str]], Any]:
+    """Another's message (its earlier texts, its raw event) as the erasure of people it names rewrote it: their
+    mentions read as a neutral name, their id gone from its JSON (api/erasure/scrub.py)."""
+    versions = list(versions)
+    named = guard.erased_named(db, archive_of(msg.team_id), [msg.text, msg.content, msg.parent_user_id,
+                                                              [text for _at, text in versions]],
+                               msg.ts, channel=msg.channel_id)
+    for person in sorted(named):
+        msg = dataclasses.replace(
+            msg, text=scrub.text(msg.text, person), content=scrub.json_value(msg.content, person),
+            parent_user_id=scrub.PLACEHOLDER_USER if msg.parent_user_id == person else msg.parent_user_id)
+        versions = [(at, scrub.text(text, person) or "") for at, text in versions]
+        raw = scrub.json_value(raw, person)
+    return msg, versions, raw
+
+
 def _first_post(db: Database, msg: NewMessage) -> list[Write]:
     if msg.user is None or msg.subtype not in POST_SUBTYPES:
         return []
@@ -126,6 +153,8 @@ def _first_post(db: Database, msg: NewMessage) -> list[Write]:
 
 def note_stored(db: Database, msg: NewMessage) -> None:
     """Every row of `message_rows(msg)` is written: remember what need not be written again."""
+    if erased(db, msg):  # nothing was written (`history_rows`, `store_message`)
+        return
     messages.note_stored(db, msg)
     if msg.user is not None and msg.subtype in POST_SUBTYPES:
         users.note_first_post(db, msg.team_id, msg.user, msg.ts)
@@ -150,6 +179,17 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     parent kept for its replies) only marks the message deleted.
     """
     msg = hm.message
+    if not hm.tombstone and erased(db, msg):
+        return []
+    scrubbed, _versions, _raw = without_erased(db, msg)
+    if scrubbed is not msg:
+        hm = dataclasses.replace(hm, message=scrubbed)
+        msg = scrubbed
+    if hm.reactions:  # an erased person's reactions on what was there before their erasure stay gone
+        gone = guard.covered_among(db, archive_of(msg.team_id), {user for _emoji, user in hm.reactions}, msg.ts,
+                                     channel=msg.channel_id)
+        if gone:
+            hm = dataclasses.replace(hm, reactions=frozenset(r for r in hm.reactions if r[1] not in gone))
     if hm.tombstone:
         return [*messages.tombstone_writes(db, msg),
                 *messages.deleted_seen_writes(msg.team_id, msg.channel_id, msg.ts, at=max(observed_at, msg.ts),
@@ -176,8 +216,12 @@ def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: in
 
     Its rows (`message_rows`) go out in one concurrent round. A message row whose day is not yet listed is
     simply not on the timeline until the retry lists it: never half visible. An edit enqueues the message's
-    files again; the file worker finds them finished and does not fetch them twice.
+    files again; the file worker finds them finished and does not fetch them twice. A message its author's
+    erasure took away is not written again (`erased`).
     """
+    if erased(db, msg):
+        return
+    msg, versions, raw = without_erased(db, msg, versions, raw)
     db.execute_many(message_rows(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw))
     note_stored(db, msg)
@@ -195,7 +239,10 @@ def delete_message(db: Database, team_id: str, channel_id: str, ts: int, *, at: 
 def react(db: Database, team_id: str, channel_id: str, ts: int, emoji: str, user: str, *, added: bool, at: int,
           author: str | None) -> None:
     """reaction_added / reaction_removed: one element of the message's reactions set at the event's time, and the
-    activity of the reactor and of the message's author."""
+    activity of the reactor and of the message's author. One an erased person gave before their erasure is left
+    out (api/erasure/guard.py)."""
+    if guard.covers(db, archive_of(team_id), user, at, channel=channel_id):
+        return
     activity, keys = activity_writes(db, team_id, [(user, at, channel_id, ts), (author, at, channel_id, ts)])
     # has:reaction (a removal writes nothing: confirmation checks the reactions the row holds now)
     postings, listed = search_index.reaction_posting_writes(db, team_id, channel_id, ts) if added else ([], [])
@@ -296,7 +343,11 @@ def store_channel_snapshot(db: Database, team_id: str, snap: ChannelSnapshot, *,
     """Merge what history says of a channel with what is stored, by time: a field is written only when it
     differs, at the time history observed it (topic and purpose at their own `last_set`), so a live event newer
     than the observation keeps its value, and a re-run writes nothing (no names-history row per run).
-    Returns the fields written."""
+    Returns the fields written. Erased people it names are left out of it (api/erasure/guard.py)."""
+    listed, named = guard.without_erased(db, archive_of(team_id), snap.listed)
+    if named:
+        snap = dataclasses.replace(snap, listed=listed, creator=scrub.PLACEHOLDER_USER if snap.creator in named
+                                   else snap.creator)
     row = channels.current(db, team_id, snap.channel_id)
     changed: dict[str, Any] = {}
     if row is None or row.name != snap.name:

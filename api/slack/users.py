@@ -17,6 +17,7 @@ from typing import Any
 
 from api.caches import Cache
 from api.db import Database, Params, Statement, without_none
+from api.erasure import guard
 from api.slack.codec import compress_json, decompress_json, is_slack_id
 from api.slack.timeutil import us_to_ts
 
@@ -177,6 +178,10 @@ def note_first_post(db: Database, team_id: str, user_id: str, ts: int) -> None:
 
 
 def store_profile(db: Database, profile: Profile, *, seen_at: int, raw: Any = None) -> None:
+    """The profile, unless its person's erasure took it away: one as of before the request is not written again
+    (api/erasure/guard.py)."""
+    if guard.covers(db, f"slack:{profile.team_id}", profile.user_id, profile.updated):
+        return
     db.execute_many(profile_writes(profile, seen_at=seen_at, raw=raw))
 
 
