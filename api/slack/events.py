@@ -11,13 +11,14 @@ are idempotent, so the retry completes the record).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 from slack_sdk.signature import SignatureVerifier
 
 from api.config import Settings
 from api.db import Database
+from api.erasure import guard
 from api.slack import channels, ingest, installations, users
 from api.slack.payloads import (
     CHANNEL_POLICY_EVENTS,
@@ -120,6 +121,15 @@ def _archived(db: Database, team_id: str, channel_id: str, channel_type: str | N
     return False
 
 
+def _of_erased_person(db: Database, team: str, event: Any) -> bool:
+    """A message or reaction an erasure took away, delivered again (ingest leaves it out: say so)."""
+    if isinstance(event, (MessagePosted, MessageEdited)):
+        return ingest.erased(db, event.message)
+    if isinstance(event, Reaction):
+        return guard.covers(db, ingest.archive_of(team), event.user, event.at, channel=event.channel_id)
+    return False
+
+
 def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
     """Store what an envelope's event implies; returns the outcome ("stored", "ignored: <why>")."""
     if not isinstance(envelope, EventCallback):
@@ -137,6 +147,8 @@ def handle(db: Database, settings: Settings, envelope: Envelope) -> str:
         return f"ignored: {event.reason}"
     if isinstance(event, CHANNEL_POLICY_EVENTS) and not _archived(db, team, event.channel_id, event.channel_type):
         return "ignored: channel not archived"
+    if _of_erased_person(db, team, event):
+        return "ignored: an erased person's, from before their erasure"
     raw = envelope.raw if settings.slack_keep_raw_events else None
     match event:
         case Unreadable():

@@ -180,7 +180,7 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
     """
     msg = hm.message
     if not hm.tombstone and erased(db, msg):
-        return []
+        return _erased_head_rows(db, hm, observed_at=observed_at)
     scrubbed, _versions, _raw = without_erased(db, msg)
     if scrubbed is not msg:
         hm = dataclasses.replace(hm, message=scrubbed)
@@ -208,6 +208,23 @@ def history_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[
         rows.append(messages.reactions_write(msg.team_id, msg.channel_id, msg.ts, hm.reactions, at=reacted_at,
                                              db=db))
     return rows
+
+
+def _erased_head_rows(db: Database, hm: HistoryMessage, *, observed_at: int) -> list[Write]:
+    """An erased person's message from before their erasure is not written, but a thread head of theirs that
+    others replied to is written as Slack's tombstone in its place, as the erasure left it: the replies stay
+    reachable and name no one."""
+    msg, content = hm.message, hm.message.content or {}
+    repliers = {u for u in content.get("reply_users") or () if isinstance(u, str)}
+    repliers |= {r.get("user") for r in content.get("replies") or () if isinstance(r, dict)}
+    count = content.get("reply_count")
+    replied = bool(repliers - {msg.user}) or (not repliers and isinstance(count, int) and count > 0)
+    if msg.thread_ts != msg.ts or not replied:
+        return []
+    tombstone = NewMessage(msg.team_id, msg.channel_id, msg.ts, msg.msg_ts, user=messages.TOMBSTONE_USER,
+                           text=messages.TOMBSTONE_TEXT, subtype="tombstone", thread_ts=msg.ts)
+    return history_rows(db, HistoryMessage(tombstone, None, frozenset(), tombstone=True, hidden=False),
+                        observed_at=observed_at)
 
 
 def store_message(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int | None = None,

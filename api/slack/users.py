@@ -177,10 +177,14 @@ def note_first_post(db: Database, team_id: str, user_id: str, ts: int) -> None:
     _note_earliest(_earliest(db, _FIRST_POSTS), (team_id, user_id), ts)
 
 
+def erased(db: Database, profile: Profile) -> bool:
+    """The profile is its person's as of before their erasure (api/erasure/guard.py): it is not written again."""
+    return guard.covers(db, f"slack:{profile.team_id}", profile.user_id, profile.updated)
+
+
 def store_profile(db: Database, profile: Profile, *, seen_at: int, raw: Any = None) -> None:
-    """The profile, unless its person's erasure took it away: one as of before the request is not written again
-    (api/erasure/guard.py)."""
-    if guard.covers(db, f"slack:{profile.team_id}", profile.user_id, profile.updated):
+    """The profile, unless its person's erasure took it away (`erased`)."""
+    if erased(db, profile):
         return
     db.execute_many(profile_writes(profile, seen_at=seen_at, raw=raw))
 

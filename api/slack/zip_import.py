@@ -296,6 +296,9 @@ def _import_users(db: Database | None, team: str, user_list: list[Any], report: 
         except ValueError as exc:
             report.skip("users.json", str(exc))
             continue
+        if db is not None and users.erased(db, profile):
+            report.skip("users.json", "the profile of an erased person, from before their erasure (not written)")
+            continue
         if db is not None:
             # Seen no later than the profile's own time: a report over imported history counts the user.
             # The user object is kept whole (users.json comes back out as it went in).
@@ -381,11 +384,17 @@ def _import_day_file(db: Database | None, archive: _Archive, team: str, folder: 
             report.skip(f"{entry}[{i}]", f"hidden message subtype {hm.message.subtype!r} (not archived)")
             counts.skipped += 1
             continue
+        erased = db is not None and not hm.tombstone and ingest.erased(db, hm.message)
+        if erased:  # history_rows writes only the tombstone of a head of theirs others replied to
+            report.skip(f"{entry}[{i}]", "a message of an erased person, from before their erasure (not written)")
+            counts.skipped += 1
         subtype = hm.message.subtype
-        if subtype is not None and subtype not in KNOWN_SUBTYPES:
+        if subtype is not None and subtype not in KNOWN_SUBTYPES and not erased:
             report.unknown_subtypes[subtype] += 1
         if db is not None:
             groups.add(_with_retries(db, functools.partial(ingest.history_rows, db, hm, observed_at=observed_at)), hm)
+            if erased:
+                continue
             if hm.purpose is not None or hm.topic is not None:
                 ingest.update_channel(db, team, folder.channel_id, hm.message.ts, purpose=hm.purpose,
                                       topic=hm.topic)
