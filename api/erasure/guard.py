@@ -51,6 +51,11 @@ def _state(db: Database, archive: str) -> _Archive:
     return cache.get_or_load(archive, lambda: _load(db, archive))
 
 
+def has_requests(db: Database, archive: str) -> bool:
+    """Whether anyone was erased from the archive (nothing else to check when not)."""
+    return bool(_state(db, archive).erased)
+
+
 def erased_at(db: Database, archive: str, person: str) -> int | None:
     """The time (µs) of the newest request that erased `person` from `archive`, or None."""
     state = _state(db, archive)

@@ -9,6 +9,10 @@ its own Cluster (the GIL caps one process at about one core of driver work).
 
 Progress is reported in rows of the input file (the unit of `count_rows`, so a bar's total and its
 increments agree), not in table writes: one post is ~15 writes, one account 2.
+
+An erased account stays erased (api/erasure/guard.py): its account row, its relations (either side), its posts
+from before its erasure and the likes it gave or its posts received are not written again (`Erased`); posts keep
+their numbering, so every other posting lands in the bucket a first load gave it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from api.config import Settings
 from api.db import Database, Params, Statement
+from api.erasure import guard
 from api.network import accounts, celebrities, likes, post_search, posts, relations, search
 from api.network.common import parse_iso
 from api.network.tokens import index_terms
@@ -40,6 +45,35 @@ def _noop(_n: int) -> None:
     return None
 
 
+class Erased:
+    """Which rows of a network's files name an account erased from it (none: every check is a dict lookup)."""
+
+    def __init__(self, db: Database | None, network: str) -> None:
+        self.db, self.archive = db, f"network:{network}"
+        self.active = db is not None and guard.has_requests(db, self.archive)
+        self.posts: set[int] = set()  # post ids of erased authors (likes of them are left out too)
+
+    def account(self, account_id: int) -> bool:
+        """An erased account (its own rows and relations carry no time: all of them)."""
+        return self.active and guard.erased_at(self.db, self.archive, str(account_id)) is not None
+
+    def post(self, post: Post) -> bool:
+        erased = self.active and guard.covers(self.db, self.archive, str(post.author_id),
+                                              int(post.posted_at.timestamp() * 1_000_000))
+        if erased:
+            self.posts.add(post.post_id)
+        return erased
+
+    def note_posts(self, path: Path) -> None:
+        """The erased authors' posts of a posts file (before its likes are written)."""
+        if self.active and path.exists():
+            for post in _posts(path, {}):
+                self.post(post)
+
+
+_NONE = Erased(None, "")
+
+
 def _rows(path: Path, worker: int = 0, workers: int = 1) -> Iterator[list[str]]:
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
@@ -54,31 +88,46 @@ def count_rows(path: Path) -> int:
         return max(0, sum(1 for _ in csv.reader(handle)) - 1)
 
 
-def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
+def account_writes(network: str, path: Path, worker: int = 0, workers: int = 1, erased: Erased = _NONE
+                   ) -> RowWrites:
     for account_id, username, followers, follows in _rows(path, worker, workers):
+        if erased.account(int(account_id)):
+            continue
         yield accounts.account_writes(network, Account(int(account_id), username, int(followers), int(follows)))
 
 
 def set_account_counts(db: Database, network: str, path: Path) -> int:
     """Bring every account's counters to the file's counts; returns the accounts changed."""
-    wanted = {int(a): (int(f), int(g)) for a, _name, f, g in _rows(path)}
+    erased = Erased(db, network)
+    wanted = {int(a): (int(f), int(g)) for a, _name, f, g in _rows(path) if not erased.account(int(a))}
+    relations_path = path.with_name("relations.csv")
+    if erased.active and relations_path.exists():  # the erasure unfollowed them both ways: so do the counts
+        for account_id, _name, rel_type, target_id, _target_name in _rows(relations_path):
+            account = int(account_id)
+            if account in wanted and erased.account(int(target_id)):
+                followers, follows = wanted[account]
+                wanted[account] = (followers - (rel_type == relations.FOLLOWER),
+                                   follows - (rel_type == relations.FOLLOWS))
     return len(accounts.set_counts(db, network, wanted, every_account=True))
 
 
-def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
+def relation_writes(network: str, path: Path, worker: int = 0, workers: int = 1, erased: Erased = _NONE
+                    ) -> RowWrites:
     """Workers split relations.csv by partition, not by row, so the rows of one partition stay together
     (they go out in unlogged batches)."""
     for account_id, _name, rel_type, target_id, target_name in _rows(path):
         account = int(account_id)
-        if (account + len(rel_type)) % workers == worker:
+        if (account + len(rel_type)) % workers == worker and not (erased.account(account)
+                                                                 or erased.account(int(target_id))):
             yield [relations.relation_write(network, account, rel_type, int(target_id), target_name)]
 
 
-def like_counts(likes_path: Path | None) -> dict[int, int]:
+def like_counts(likes_path: Path | None, erased: Erased = _NONE) -> dict[int, int]:
     counts: collections.Counter = collections.Counter()
     if likes_path is not None and likes_path.exists():
-        for post_id, _user in _rows(likes_path):
-            counts[int(post_id)] += 1
+        for post_id, user in _rows(likes_path):
+            if not erased.account(int(user)):
+                counts[int(post_id)] += 1
     return dict(counts)
 
 
@@ -97,16 +146,17 @@ def _posts(path: Path, counts: dict[int, int]) -> list[Post]:
     return out
 
 
-def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1
-                ) -> RowWrites:
-    """Post rows and term postings; posting n of a term (in time order) goes into bucket n // 50,000."""
+def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 0, workers: int = 1,
+                erased: Erased = _NONE) -> RowWrites:
+    """Post rows and term postings; posting n of a term (in time order) goes into bucket n // 50,000 (an erased
+    author's post keeps its numbers, unwritten)."""
     numbered: collections.Counter = collections.Counter()
     for i, post in enumerate(_posts(path, counts)):
         buckets = {}
         for term in sorted(index_terms(post.content)):
             buckets[term] = search.bucket_of(numbered[term])
             numbered[term] += 1
-        if i % workers == worker:
+        if i % workers == worker and not erased.post(post):
             yield [*posts.post_writes(network, post), *search.posting_writes(network, post, buckets),
                    posts.term_buckets_write(network, post.post_id, buckets)]
 
@@ -123,8 +173,10 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     """After the post rows: term and like counters to the file's totals, the top lists of common terms, then
     when each celebrity last posted (the file may hold newer posts of theirs)."""
     totals: collections.Counter = collections.Counter()
+    erased = Erased(db, network)
     for post in _posts(path, {}):
-        totals.update(index_terms(post.content))
+        if not erased.post(post):
+            totals.update(index_terms(post.content))
     terms = sorted(totals)
     current: dict[str, int] = {}
     for i in range(0, len(terms), 1000):
@@ -144,21 +196,25 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     return {"terms": len(terms), "common_terms": len(common)}
 
 
-def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1) -> RowWrites:
+def like_writes(network: str, path: Path, worker: int = 0, workers: int = 1, erased: Erased = _NONE
+                ) -> RowWrites:
     for post_id, user_id in _rows(path, worker, workers):
+        if int(post_id) in erased.posts or erased.account(int(user_id)):
+            continue
         yield likes.like_writes(network, int(post_id), int(user_id))
 
 
 def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = None, worker: int = 0,
-               workers: int = 1) -> RowWrites:
+               workers: int = 1, erased: Erased = _NONE) -> RowWrites:
     if kind == "accounts":
-        return account_writes(network, path, worker, workers)
+        return account_writes(network, path, worker, workers, erased)
     if kind == "relations":
-        return relation_writes(network, path, worker, workers)
+        return relation_writes(network, path, worker, workers, erased)
     if kind == "posts":
-        return post_writes(network, path, like_counts(likes_path), worker, workers)
+        return post_writes(network, path, like_counts(likes_path, erased), worker, workers, erased)
     if kind == "likes":
-        return like_writes(network, path, worker, workers)
+        erased.note_posts(path.with_name("posts.csv"))
+        return like_writes(network, path, worker, workers, erased)
     raise ValueError(kind)
 
 
@@ -214,14 +270,15 @@ def finish(db: Database, kind: str, network: str, path: Path, likes_path: Path |
     elif kind == "relations":
         celebrities.apply_threshold(db, network)
     elif kind == "posts":
-        finish_posts(db, network, path, like_counts(likes_path))
+        finish_posts(db, network, path, like_counts(likes_path, Erased(db, network)))
 
 
 def load(db: Database, kind: str, network: str, path: Path, *, likes_path: Path | None = None,
          progress: Progress = _noop, concurrency: int = 128) -> int:
     """Load one cleaned file in this process; returns the number of rows written (all tables). `progress` is
     called with the number of input rows done (they add up to `count_rows(path)`)."""
-    written = _write(db, kind, writes_for(kind, network, path, likes_path), concurrency, progress)
+    written = _write(db, kind, writes_for(kind, network, path, likes_path, erased=Erased(db, network)), concurrency,
+                     progress)
     finish(db, kind, network, path, likes_path)
     return written
 
@@ -230,8 +287,8 @@ def _worker(args: tuple) -> int:
     settings, kind, network, path, likes_path, worker, workers, concurrency, queue = args
     db = Database(settings)
     try:
-        return _write(db, kind, writes_for(kind, network, path, likes_path, worker, workers), concurrency,
-                      queue.put)
+        return _write(db, kind, writes_for(kind, network, path, likes_path, worker, workers, Erased(db, network)),
+                      concurrency, queue.put)
     finally:
         db.close()
 

@@ -14,7 +14,7 @@ from api.activity import codec, dirty, service
 from api.activity.settings import ActivitySettings, set_activity_settings
 from api.erasure import ledger
 from api.erasure import network as erasure
-from api.network import accounts, relations
+from api.network import accounts, loader, relations
 from api.network.settings import set_network_settings
 from api.retention import policies
 from tests.helpers import ADMIN_TOKEN, READ_TOKEN
@@ -148,6 +148,12 @@ def _erase_everywhere(client, db, fresh_net) -> None:
     dirty.DirtyWorker(db, service.rebuild_marks).drain()
     run_jobs(db)
     assert _scan(db, n, person, username) == {}
+    # The files loaded again (a resumed or repeated `chronicle network load`): nothing of them comes back
+    # (api/erasure/guard.py), and the counts the files give the others stay as they are now.
+    counts_before = sorted(accounts.all_counts(db, n))
+    loader.load_network(db, n, fresh_net.clean)
+    assert _scan(db, n, person, username) == {}
+    assert sorted(accounts.all_counts(db, n)) == counts_before
 
     # The rest of the network: counts follow, the other author's post keeps its text with no like left, the
     # reader's home and search answer without them, the snapshot keeps the others' places.
