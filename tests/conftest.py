@@ -14,7 +14,7 @@ from api.db import Database, set_db
 from api.migrations import migrate
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node
-from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
+from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS, spare_spec
 
 # Development mode, explicitly (README "Configuration"): the suite builds its own secrets (`settings` below), and
 # the gunicorn instances some tests start inherit this; production refuses to start without real secrets.
@@ -169,9 +169,59 @@ class _ClusterBoot:
 _CLUSTER = _ClusterBoot()
 
 
+class _SpareBoot:
+    """The spare node's first start (`start_node`, the path under test) and a migrated keyspace on it, in a
+    thread begun when collection ends, after the cluster's boot (not beside it: both are CPU-bound): its ~40 s
+    overlap the tests that run before the node manager's test instead of adding to the run."""
+
+    def __init__(self) -> None:
+        self.spec = spare_spec()
+        self.keyspace = f"ready_{os.getpid()}"
+        self.version: str | None = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._boot, name="spare-node-boot", daemon=True)
+            self.thread.start()
+
+    def _boot(self) -> None:
+        try:
+            if _CLUSTER.thread is not None:
+                _CLUSTER.thread.join()
+            self.version = start_node(self.spec, log=lambda _m: None)
+            settings = dataclasses.replace(Settings.from_env(), contact_points=[self.spec.address],
+                                           cassandra_port=self.spec.native_port, keyspace=self.keyspace,
+                                           request_timeout=60.0)
+            admin = Database(settings, keyspace="")
+            try:
+                migrate(admin, self.keyspace, settings.replication_map(), log=lambda _m: None)
+            finally:
+                admin.close()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+
+    def wait(self) -> tuple[NodeSpec, str, str]:
+        """(the node, the version its start answered, the migrated keyspace)."""
+        self.begin()
+        assert self.thread is not None
+        self.thread.join()
+        if self.error is not None:
+            raise RuntimeError("the spare node did not start") from self.error
+        assert self.version is not None
+        return self.spec, self.version, self.keyspace
+
+
+_SPARE = _SpareBoot()
+SPARE_TEST = "test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node"
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         _CLUSTER.begin()
+    if any(item.name == SPARE_TEST for item in session.items):
+        _SPARE.begin()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -193,6 +243,12 @@ def rf3_keyspace(rf3_cluster: list[NodeSpec]) -> str:
     tests: they keep their data apart by names of their own (a network, a workspace, a table)."""
     start_cluster(rf3_cluster)
     return _CLUSTER.keyspace
+
+
+@pytest.fixture(scope="session")
+def spare_booted() -> tuple[NodeSpec, str, str]:
+    """The spare node started and a keyspace migrated on it (`_SpareBoot`); the test stops it."""
+    return _SPARE.wait()
 
 
 @pytest.fixture

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from api.config import state_dir
+from api.node.config import NodeSpec
+
 TEST_API_TOKENS = {
     "token-all": {"workspaces": ["*"], "private": True},
     "token-t1": {"workspaces": ["T1"], "private": False},
@@ -32,3 +35,13 @@ def form_post(client, path: str, data: dict | None = None, *, page: str | None =
     token = csrf_token_of(client, page or path)
     headers = {**SAME_ORIGIN, **kwargs.pop("headers", {})}
     return client.post(path, data={**(data or {}), "csrf_token": token}, headers=headers, **kwargs)
+
+
+def spare_spec() -> NodeSpec:
+    """A single node of its own (127.0.0.10:9342) that the node manager's test stops and starts without
+    disturbing the local node the other tests use."""
+    return NodeSpec(
+        name="spare", address="127.0.0.10", native_port=9342, storage_port=7400, jmx_port=7410,
+        home=state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
+        seeds=("127.0.0.10",), initial_token=0, heap="512M", heap_new="128M",
+    )

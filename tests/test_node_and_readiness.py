@@ -19,31 +19,22 @@ from pathlib import Path
 
 import pytest
 
-from api.config import Settings, state_dir
+from api.config import Settings
 from api.db import Database
-from api.migrations import migrate
 from api.node import fetch as node_fetch
 from api.node.common import NodeError
-from api.node.config import NodeSpec
 from api.node.fetch import CASSANDRA_VERSION, fetch, verify_jars
 from api.node.process import node_status, port_open, read_pid, start_node, stop_node
+from tests.helpers import spare_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [str(Path(sys.executable).with_name("chronicle")), "node"]
 SCRIPT = [sys.executable, str(ROOT / "runtime_scripts" / "cassandra_node.py")]  # the old name, still served
 
 
-def _spare_spec() -> NodeSpec:
-    return NodeSpec(
-        name="spare", address="127.0.0.10", native_port=9342, storage_port=7400, jmx_port=7410,
-        home=state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
-        seeds=("127.0.0.10",), initial_token=0, heap="512M", heap_new="128M",
-    )
-
-
 @pytest.fixture(scope="module")
-def spare():
-    spec = _spare_spec()
+def spare(spare_booted):
+    spec, _version, _keyspace = spare_booted
     yield spec
     stop_node(spec)
 
@@ -62,11 +53,12 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
-def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node(spare, tmp_path):
+def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node(spare, spare_booted, tmp_path):
     """One stop and start of the spare node serve both: the node manager (start, status, reuse, stop, a second
     stop, restart with the data kept) and the served API's readiness following the node without restarting
-    (a node start costs seconds: the two checks used to stop and start it once each)."""
-    version = start_node(spare)
+    (a node start costs seconds: the two checks used to stop and start it once each). Its first start, and the
+    keyspace migrated on it, ran in the background since collection ended (tests/conftest.py `_SpareBoot`)."""
+    _spec, version, keyspace = spare_booted
     assert version.startswith("5.0.")
     status = node_status(spare)
     assert status.state == "UP" and status.release_version == version
@@ -88,11 +80,10 @@ def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_nod
     db.execute_raw("INSERT INTO keep.t (k, v) VALUES (1, 'survives restarts')")
     db.close()
 
-    keyspace = f"ready_{os.getpid()}"
     settings = dataclasses.replace(Settings.from_env(), contact_points=[spare.address],
                                    cassandra_port=spare.native_port, keyspace=keyspace, request_timeout=60.0)
     admin = Database(settings, keyspace="")
-    migrate(admin, keyspace, settings.replication_map(), log=lambda _m: None)
+    assert "schema_migrations" in admin.cluster.metadata.keyspaces[keyspace].tables
     admin.close()
 
     port = _free_port()
@@ -249,7 +240,7 @@ def test_tampered_jar_fails_verification(tmp_path):
 
 def test_a_node_that_cannot_start_prints_its_log_tail(tmp_path, monkeypatch):
     monkeypatch.setenv("CHRONICLE_STATE_DIR", str(tmp_path / "state"))
-    bad = dataclasses.replace(_spare_spec(), name="bad", address="127.0.0.11", home=tmp_path / "bad",
+    bad = dataclasses.replace(spare_spec(), name="bad", address="127.0.0.11", home=tmp_path / "bad",
                               heap="128M", heap_new="512M")  # young generation larger than the heap
     with pytest.raises(NodeError) as info:
         start_node(bad, timeout=60)
