@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import dataclasses
 import multiprocessing
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ from pathlib import Path
 from api.config import Settings
 from api.db import Database, Params, Statement
 from api.erasure import guard
+from api.erasure.network import FORMER_NAME, scrub_mention
 from api.network import accounts, celebrities, likes, post_search, posts, relations, search
 from api.network.common import parse_iso
 from api.network.tokens import index_terms
@@ -52,6 +54,7 @@ class Erased:
         self.db, self.archive = db, f"network:{network}"
         self.active = db is not None and guard.has_requests(db, self.archive)
         self.posts: set[int] = set()  # post ids of erased authors (likes of them are left out too)
+        self.names: list[str] = []  # usernames of erased accounts (others' posts that name them are rewritten)
 
     def account(self, account_id: int) -> bool:
         """An erased account (its own rows and relations carry no time: all of them)."""
@@ -63,6 +66,22 @@ class Erased:
         if erased:
             self.posts.add(post.post_id)
         return erased
+
+    def note_accounts(self, path: Path) -> None:
+        """The usernames of the erased accounts of an accounts file."""
+        if self.active and path.exists():
+            self.names = [name for account_id, name, *_counts in _rows(path) if name and self.account(int(account_id))]
+
+    def rewritten(self, post: Post) -> Post:
+        """Another's post as the erasure rewrote it when it names an erased account (the post itself otherwise)."""
+        content, original = post.content, post.original_author
+        for name in self.names:
+            content = scrub_mention(content, name)
+            if (original or "").casefold() == name.casefold():
+                original = FORMER_NAME
+        if (content, original) == (post.content, post.original_author):
+            return post
+        return dataclasses.replace(post, content=content, original_author=original)
 
     def note_posts(self, path: Path) -> None:
         """The erased authors' posts of a posts file (before its likes are written)."""
@@ -156,9 +175,17 @@ def post_writes(network: str, path: Path, counts: dict[int, int], worker: int = 
         for term in sorted(index_terms(post.content)):
             buckets[term] = search.bucket_of(numbered[term])
             numbered[term] += 1
-        if i % workers == worker and not erased.post(post):
-            yield [*posts.post_writes(network, post), *search.posting_writes(network, post, buckets),
-                   posts.term_buckets_write(network, post.post_id, buckets)]
+        if i % workers != worker or erased.post(post):
+            continue
+        shown = erased.rewritten(post)
+        if shown is not post:  # names an erased account: the erasure's rewrite stands, or a new one is indexed
+            if erased.db is not None and posts.get_post(erased.db, network, post.post_id) is None:
+                shown_buckets, _grown = search.index_post(erased.db, network, shown)
+                yield [*posts.post_writes(network, shown), posts.term_buckets_write(network, post.post_id,
+                                                                                     shown_buckets)]
+            continue
+        yield [*posts.post_writes(network, post), *search.posting_writes(network, post, buckets),
+               posts.term_buckets_write(network, post.post_id, buckets)]
 
 
 def common_terms(path: Path) -> list[str]:
@@ -174,9 +201,10 @@ def finish_posts(db: Database, network: str, path: Path, counts: dict[int, int])
     when each celebrity last posted (the file may hold newer posts of theirs)."""
     totals: collections.Counter = collections.Counter()
     erased = Erased(db, network)
+    erased.note_accounts(path.with_name("accounts.csv"))
     for post in _posts(path, {}):
         if not erased.post(post):
-            totals.update(index_terms(post.content))
+            totals.update(index_terms(erased.rewritten(post).content))
     terms = sorted(totals)
     current: dict[str, int] = {}
     for i in range(0, len(terms), 1000):
@@ -211,6 +239,7 @@ def writes_for(kind: str, network: str, path: Path, likes_path: Path | None = No
     if kind == "relations":
         return relation_writes(network, path, worker, workers, erased)
     if kind == "posts":
+        erased.note_accounts(path.with_name("accounts.csv"))
         return post_writes(network, path, like_counts(likes_path, erased), worker, workers, erased)
     if kind == "likes":
         erased.note_posts(path.with_name("posts.csv"))

@@ -6,7 +6,9 @@ days through their codec) finds no trace of them, and the rest of the network st
 
 from __future__ import annotations
 
+import csv
 import re
+import shutil
 import time
 from typing import Any
 
@@ -65,18 +67,19 @@ def _scan(db, network: str, person: int, username: str) -> dict[str, int]:
     return found
 
 
-def test_an_erased_account_leaves_no_trace_in_any_table_and_the_network_still_answers(client, db, fresh_net):
+def test_an_erased_account_leaves_no_trace_in_any_table_and_the_network_still_answers(client, db, fresh_net,
+                                                                                    tmp_path):
     # A 3-hour cache TTL: an erasure reads every cache partition that may still live (the TTL's hour buckets) of
     # each reader; 7 days of them for each of ~100 readers would only slow the suite.
     set_network_settings(exact_settings(hybrid_threshold=0, cache_cap=CAP, cache_ttl=3 * 3600))
     set_activity_settings(ActivitySettings(delay_seconds=0.5))
     try:
-        _erase_everywhere(client, db, fresh_net)
+        _erase_everywhere(client, db, fresh_net, tmp_path)
     finally:
         set_activity_settings(None)
 
 
-def _erase_everywhere(client, db, fresh_net) -> None:
+def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     n, ref = fresh_net.name, fresh_net.ref
     followers_of = {a: {f for f, g in ref.edges if g == a} for a in ref.usernames}
     person = max(followers_of, key=lambda a: (len(followers_of[a]), -a))  # in the top 100 whatever the ties
@@ -150,10 +153,29 @@ def _erase_everywhere(client, db, fresh_net) -> None:
     assert _scan(db, n, person, username) == {}
     # The files loaded again (a resumed or repeated `chronicle network load`): nothing of them comes back
     # (api/erasure/guard.py), and the counts the files give the others stay as they are now.
+    # The copy loaded holds two more posts of the other author naming them, as a real data set does: one the
+    # erasure rewrote (the API's mention above: it stays as rewritten) and one new to the network (written as the
+    # erasure would have left it).
     counts_before = sorted(accounts.all_counts(db, n))
-    loader.load_network(db, n, fresh_net.clean)
+    reload_dir = tmp_path / "reload"
+    shutil.copytree(fresh_net.clean, reload_dir)
+    other_name = ref.usernames[other_author]
+    new_post = max(ref.posts) + 1_000_003
+    with (reload_dir / "posts.csv").open("a", newline="", encoding="utf-8") as handle:
+        rows = csv.writer(handle)
+        for post_id, text in ((mentions[0], f"zqmention thanks @{username.upper()} for this"),
+                              (new_post, f"zqreloadmention ask @{username} and @{other_name}")):
+            rows.writerow([post_id, other_author, other_name, "", "", "2024-05-01T10:00:00Z", text, "en", "", "", "",
+                           "", "0"])
+    loader.load_network(db, n, reload_dir)
     assert _scan(db, n, person, username) == {}
     assert sorted(accounts.all_counts(db, n)) == counts_before
+    assert ok(client.get(f"/networks/{n}/posts/{new_post}"))["content"] == \
+        f"zqreloadmention ask @former_account and @{other_name}"
+    assert ok(client.get(f"/networks/{n}/posts/{mentions[0]}"))["content"] == \
+        "zqmention thanks @former_account for this"
+    found = ok(client.get(f"/networks/{n}/search", query_string={"q": "zqreloadmention"}))["posts"]
+    assert [p["post_id"] for p in found] == [new_post]
 
     # The rest of the network: counts follow, the other author's post keeps its text with no like left, the
     # reader's home and search answer without them, the snapshot keeps the others' places.
@@ -171,7 +193,7 @@ def _erase_everywhere(client, db, fresh_net) -> None:
                                         "RT @former_account: zqerasedword number 0"), strict=True):
         assert ok(client.get(f"/networks/{n}/posts/{post_id}"))["content"] == text
     found = ok(client.get(f"/networks/{n}/search", query_string={"q": "@former_account"}))["posts"]
-    assert sorted(p["post_id"] for p in found) == sorted(mentions)
+    assert sorted(p["post_id"] for p in found) == sorted([*mentions, new_post])  # with the reload's new one
     assert ok(client.get(f"/networks/{n}/search", query_string={"q": f"@{username}"}))["posts"] == []
     assert [p["post_id"] for p in ok(client.get(f"/networks/{n}/search",
                                                 query_string={"q": "zqotherword"}))["posts"]] == [theirs]
