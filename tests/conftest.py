@@ -14,6 +14,7 @@ from api.db import Database, set_db
 from api.migrations import migrate
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node
+from tests.fuzz_boot import FUZZ
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS, spare_spec
 
 # Development mode, explicitly (README "Configuration"): the suite builds its own secrets (`settings` below), and
@@ -222,10 +223,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _CLUSTER.begin()
     if any(item.name == SPARE_TEST for item in session.items):
         _SPARE.begin()
+    if any(getattr(getattr(item, "module", None), "__name__", "") == "tests.test_api_fuzz" for item in session.items):
+        FUZZ.begin([_CLUSTER.thread])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _CLUSTER.destroy()  # also when the run stopped before a slow test tore the cluster down
+    FUZZ.stop()
 
 
 @pytest.fixture(scope="session")
