@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import threading
 
 import pytest
 
@@ -14,6 +13,7 @@ from api.db import Database, set_db
 from api.migrations import migrate
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node
+from tests.background import BackgroundBoot
 from tests.fuzz_boot import FUZZ
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS, spare_spec
 
@@ -105,46 +105,34 @@ def client(app):
     return app.test_client()
 
 
-class _ClusterBoot:
+class _ClusterBoot(BackgroundBoot):
     """The 3-node cluster on 127.0.0.1-3:9142 started, and the slow tests' shared RF 3 keyspace migrated, in a
     thread begun when collection ends (`pytest_collection_finish`): its ~80 s of start-up and schema (the schema
     alone 25-35 s on three nodes: api/migrations.py waits for agreement once per run) overlap the tests that run
     before the first slow one instead of adding to the run. Only runs that collected a slow test start it."""
 
+    name = "the 3-node cluster's boot"
+
     def __init__(self) -> None:
+        super().__init__()
         self.specs = cluster_specs(3)
         self.keyspace = f"chronicle_rf3_{os.getpid()}_{secrets.token_hex(3)}"
         self.messages: list[str] = []  # the node manager's progress lines (a thread has no test's output)
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
 
-    def begin(self) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._boot, name="rf3-cluster-boot", daemon=True)
-            self.thread.start()
-
-    def _boot(self) -> None:
+    def boot(self) -> None:
+        start_cluster(self.specs, log=self.messages.append)
+        settings = dataclasses.replace(
+            Settings.from_env(), contact_points=[s.address for s in self.specs],
+            cassandra_port=self.specs[0].native_port, keyspace=self.keyspace,
+            replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=60.0)
+        admin = Database(settings, keyspace="")
         try:
-            start_cluster(self.specs, log=self.messages.append)
-            settings = dataclasses.replace(
-                Settings.from_env(), contact_points=[s.address for s in self.specs],
-                cassandra_port=self.specs[0].native_port, keyspace=self.keyspace,
-                replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=60.0)
-            admin = Database(settings, keyspace="")
-            try:
-                migrate(admin, settings.keyspace, settings.replication_map(), log=self.messages.append)
-            finally:
-                admin.close()
-        except BaseException as exc:  # noqa: BLE001 - handed to the first test that needs the cluster
-            self.error = exc
+            migrate(admin, settings.keyspace, settings.replication_map(), log=self.messages.append)
+        finally:
+            admin.close()
 
     def wait(self) -> list[NodeSpec]:
-        self.begin()
-        assert self.thread is not None
-        self.thread.join()
-        if self.error is not None:
-            raise RuntimeError("the 3-node cluster did not start:\n" + "\n".join(self.messages[-20:])) \
-                from self.error
+        self.join(":\n" + "\n".join(self.messages[-20:]))
         return self.specs
 
     def destroy(self) -> None:
@@ -170,46 +158,33 @@ class _ClusterBoot:
 _CLUSTER = _ClusterBoot()
 
 
-class _SpareBoot:
+class _SpareBoot(BackgroundBoot):
     """The spare node's first start (`start_node`, the path under test) and a migrated keyspace on it, in a
     thread begun when collection ends, after the cluster's boot (not beside it: both are CPU-bound): its ~40 s
     overlap the tests that run before the node manager's test instead of adding to the run."""
 
+    name = "the spare node's boot"
+
     def __init__(self) -> None:
+        super().__init__()
         self.spec = spare_spec()
         self.keyspace = f"ready_{os.getpid()}"
         self.version: str | None = None
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
 
-    def begin(self) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._boot, name="spare-node-boot", daemon=True)
-            self.thread.start()
-
-    def _boot(self) -> None:
+    def boot(self) -> None:
+        self.version = start_node(self.spec, log=lambda _m: None)
+        settings = dataclasses.replace(Settings.from_env(), contact_points=[self.spec.address],
+                                       cassandra_port=self.spec.native_port, keyspace=self.keyspace,
+                                       request_timeout=60.0)
+        admin = Database(settings, keyspace="")
         try:
-            if _CLUSTER.thread is not None:
-                _CLUSTER.thread.join()
-            self.version = start_node(self.spec, log=lambda _m: None)
-            settings = dataclasses.replace(Settings.from_env(), contact_points=[self.spec.address],
-                                           cassandra_port=self.spec.native_port, keyspace=self.keyspace,
-                                           request_timeout=60.0)
-            admin = Database(settings, keyspace="")
-            try:
-                migrate(admin, self.keyspace, settings.replication_map(), log=lambda _m: None)
-            finally:
-                admin.close()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            self.error = exc
+            migrate(admin, self.keyspace, settings.replication_map(), log=lambda _m: None)
+        finally:
+            admin.close()
 
     def wait(self) -> tuple[NodeSpec, str, str]:
         """(the node, the version its start answered, the migrated keyspace)."""
-        self.begin()
-        assert self.thread is not None
-        self.thread.join()
-        if self.error is not None:
-            raise RuntimeError("the spare node did not start") from self.error
+        self.join()
         assert self.version is not None
         return self.spec, self.version, self.keyspace
 
@@ -222,9 +197,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         _CLUSTER.begin()
     if any(item.name == SPARE_TEST for item in session.items):
-        _SPARE.begin()
+        _SPARE.begin(after=[_CLUSTER.thread])
     if any(getattr(getattr(item, "module", None), "__name__", "") == "tests.test_api_fuzz" for item in session.items):
-        FUZZ.begin([_CLUSTER.thread])
+        FUZZ.begin(after=[_CLUSTER.thread])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

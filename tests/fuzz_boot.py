@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -31,6 +30,7 @@ from api.network.sample import load_sample as load_network_sample
 from api.node.config import local_node_spec
 from api.node.process import port_open
 from api.slack.sample import load_sample as load_slack_sample
+from tests.background import BackgroundBoot
 from tests.helpers import ADMIN_TOKEN, READ_TOKEN, TEST_API_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,55 +55,45 @@ def _start_schemathesis(base: str, token: str, workdir: Path) -> subprocess.Pope
             cwd=workdir, stdout=out, stderr=err)
 
 
-class FuzzBoot:
+class FuzzBoot(BackgroundBoot):
+    name = "the API fuzz's boot"
+
     def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        self.error: BaseException | None = None
+        super().__init__()
         self.base = ""
         self.runs: dict[str, tuple[subprocess.Popen, Path]] = {}
         self.server: subprocess.Popen | None = None
         self.settings: Settings | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="chronicle-fuzz-"))
 
-    def begin(self, after: list[threading.Thread | None]) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._boot, args=(after,), name="api-fuzz-boot", daemon=True)
-            self.thread.start()
-
-    def _boot(self, after: list[threading.Thread | None]) -> None:
+    def boot(self) -> None:
+        node = local_node_spec()
+        deadline = time.monotonic() + 600  # the test process starts the local node (`cassandra_node`)
+        while not port_open(node.address, node.native_port):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the local node never answered")
+            time.sleep(1)
+        self.settings = settings = dataclasses.replace(
+            Settings.from_env(), contact_points=[node.address], cassandra_port=node.native_port,
+            keyspace=f"chronicle_fuzz_{os.getpid()}_{secrets.token_hex(3)}", replication="SimpleStrategy:1",
+            request_timeout=10.0, cursor_secret=b"test-cursor-secret", api_tokens=json.dumps(TEST_API_TOKENS),
+            admin_token=ADMIN_TOKEN)
+        admin = Database(settings, keyspace="")
         try:
-            for thread in after:
-                if thread is not None:
-                    thread.join()
-            node = local_node_spec()
-            deadline = time.monotonic() + 600  # the test process starts the local node (`cassandra_node`)
-            while not port_open(node.address, node.native_port):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the local node never answered")
-                time.sleep(1)
-            self.settings = settings = dataclasses.replace(
-                Settings.from_env(), contact_points=[node.address], cassandra_port=node.native_port,
-                keyspace=f"chronicle_fuzz_{os.getpid()}_{secrets.token_hex(3)}", replication="SimpleStrategy:1",
-                request_timeout=10.0, cursor_secret=b"test-cursor-secret", api_tokens=json.dumps(TEST_API_TOKENS),
-                admin_token=ADMIN_TOKEN)
-            admin = Database(settings, keyspace="")
-            try:
-                migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _m: None)
-            finally:
-                admin.close()
-            db = Database(settings)
-            try:
-                load_slack_sample(db, settings)
-                load_network_sample(db)
-            finally:
-                db.close()
-            self._serve(settings)
-            for token in TOKENS:
-                workdir = self.workdir / f"schemathesis-{TOKENS.index(token)}"
-                workdir.mkdir()
-                self.runs[token] = (_start_schemathesis(self.base, token, workdir), workdir)
-        except BaseException as exc:  # noqa: BLE001 - handed to the fuzz tests
-            self.error = exc
+            migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _m: None)
+        finally:
+            admin.close()
+        db = Database(settings)
+        try:
+            load_slack_sample(db, settings)
+            load_network_sample(db)
+        finally:
+            db.close()
+        self._serve(settings)
+        for index, token in enumerate(TOKENS):
+            workdir = self.workdir / f"schemathesis-{index}"
+            workdir.mkdir()
+            self.runs[token] = (_start_schemathesis(self.base, token, workdir), workdir)
 
     def _serve(self, settings: Settings) -> None:
         port = _free_port()
@@ -132,11 +122,7 @@ class FuzzBoot:
 
     def wait(self) -> str:
         """The served API's base URL, once the runs started (the boot begun if it was not)."""
-        self.begin([])
-        assert self.thread is not None
-        self.thread.join()
-        if self.error is not None:
-            raise RuntimeError("the API fuzz's server did not start") from self.error
+        self.join()
         return self.base
 
     def stop(self) -> None:
