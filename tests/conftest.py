@@ -193,12 +193,25 @@ _SPARE = _SpareBoot()
 SPARE_TEST = "test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node"
 
 
+def _is_fuzz(item: pytest.Item) -> bool:
+    return getattr(getattr(item, "module", None), "__name__", "") == "tests.test_api_fuzz"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's order
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The API fuzz's tests run last: its runs, begun in the background when collection ends
+    (tests/fuzz_boot.py), have finished by then, and no test waits for them."""
+    fuzz = [item for item in items if _is_fuzz(item)]
+    if fuzz:
+        items[:] = [item for item in items if not _is_fuzz(item)] + fuzz
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         _CLUSTER.begin()
     if any(item.name == SPARE_TEST for item in session.items):
         _SPARE.begin(after=[_CLUSTER.thread])
-    if any(getattr(getattr(item, "module", None), "__name__", "") == "tests.test_api_fuzz" for item in session.items):
+    if any(_is_fuzz(item) for item in session.items):
         FUZZ.begin(after=[_CLUSTER.thread])
 
 
