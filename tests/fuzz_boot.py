@@ -25,11 +25,8 @@ from pathlib import Path
 
 from api.config import Settings
 from api.db import Database
-from api.migrations import migrate
-from api.network.sample import load_sample as load_network_sample
 from api.node.config import local_node_spec
 from api.node.process import port_open
-from api.slack.sample import load_sample as load_slack_sample
 from tests.background import BackgroundBoot
 from tests.helpers import ADMIN_TOKEN, READ_TOKEN, TEST_API_TOKENS
 
@@ -55,6 +52,20 @@ def _start_schemathesis(base: str, token: str, workdir: Path) -> subprocess.Pope
             cwd=workdir, stdout=out, stderr=err)
 
 
+# The sample workspace and network, loaded into the keyspace the environment names.
+_LOAD_SAMPLES = """
+from api.config import Settings
+from api.db import Database
+from api.network.sample import load_sample as load_network_sample
+from api.slack.sample import load_sample as load_slack_sample
+settings = Settings.from_env()
+db = Database(settings)
+load_slack_sample(db, settings)
+load_network_sample(db)
+db.close()
+"""
+
+
 class FuzzBoot(BackgroundBoot):
     name = "the API fuzz's boot"
 
@@ -78,33 +89,30 @@ class FuzzBoot(BackgroundBoot):
             keyspace=f"chronicle_fuzz_{os.getpid()}_{secrets.token_hex(3)}", replication="SimpleStrategy:1",
             request_timeout=10.0, cursor_secret=b"test-cursor-secret", api_tokens=json.dumps(TEST_API_TOKENS),
             admin_token=ADMIN_TOKEN)
-        admin = Database(settings, keyspace="")
-        try:
-            migrate(admin, settings.keyspace, settings.replication_map(), log=lambda _m: None)
-        finally:
-            admin.close()
-        db = Database(settings)
-        try:
-            load_slack_sample(db, settings)
-            load_network_sample(db)
-        finally:
-            db.close()
+        # In processes of their own: in a thread here they would share the test process's interpreter lock.
+        env = self._env(settings)
+        subprocess.run([str(BIN / "chronicle"), "migrate", "--keyspace", settings.keyspace], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+        subprocess.run([sys.executable, "-c", _LOAD_SAMPLES], env=env, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
         self._serve(settings)
         for index, token in enumerate(TOKENS):
             workdir = self.workdir / f"schemathesis-{index}"
             workdir.mkdir()
             self.runs[token] = (_start_schemathesis(self.base, token, workdir), workdir)
 
+    def _env(self, settings: Settings) -> dict[str, str]:
+        return {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": ",".join(settings.contact_points),
+                "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_KEYSPACE": settings.keyspace,
+                "CHRONICLE_WORKERS": "2", "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "",
+                "CHRONICLE_API_TOKENS": json.dumps(TEST_API_TOKENS), "CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN,
+                "CHRONICLE_SLACK_SIGNING_SECRET": "fuzz-secret"}
+
     def _serve(self, settings: Settings) -> None:
         port = _free_port()
         metrics = self.workdir / "metrics"
         metrics.mkdir()
-        env = {**os.environ, "CHRONICLE_CASSANDRA_HOSTS": ",".join(settings.contact_points),
-               "CHRONICLE_CASSANDRA_PORT": str(settings.cassandra_port), "CHRONICLE_KEYSPACE": settings.keyspace,
-               "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": "2", "CHRONICLE_LOG_LEVEL": "WARNING",
-               "CHRONICLE_ACCESS_LOG": "", "CHRONICLE_API_TOKENS": json.dumps(TEST_API_TOKENS),
-               "CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN, "CHRONICLE_SLACK_SIGNING_SECRET": "fuzz-secret",
-               "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
+        env = {**self._env(settings), "CHRONICLE_BIND": f"127.0.0.1:{port}", "PROMETHEUS_MULTIPROC_DIR": str(metrics)}
         self.server = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "api.wsgi:app"], cwd=ROOT,
                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
