@@ -66,9 +66,9 @@ LIMITED = {
 @pytest.mark.parametrize("name", sorted(LIMITED))
 def test_markup_is_capped_and_the_rest_is_text(name: str) -> None:
     text = LIMITED[name]
-    started = time.perf_counter()
+    started = time.thread_time()  # the render's own CPU: other processes of the run do not count
     html = render_text(text)
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     assert elapsed < 1.0, f"{name}: {elapsed:.2f}s"
     assert elements(html) <= MAX_ELEMENTS
     depth = Depth()
