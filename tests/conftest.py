@@ -15,7 +15,7 @@ from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node
 from tests.background import BackgroundBoot
 from tests.fuzz_boot import FUZZ
-from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS, spare_spec
+from tests.helpers import ADMIN_TOKEN, SHORT_LIVED_JVM, TEST_API_TOKENS, spare_spec
 
 # Development mode, explicitly (README "Configuration"): the suite builds its own secrets (`settings` below), and
 # the gunicorn instances some tests start inherit this; production refuses to start without real secrets.
@@ -115,7 +115,7 @@ class _ClusterBoot(BackgroundBoot):
 
     def __init__(self) -> None:
         super().__init__()
-        self.specs = cluster_specs(3)
+        self.specs = [dataclasses.replace(spec, jvm_options=SHORT_LIVED_JVM) for spec in cluster_specs(3)]
         self.keyspace = f"chronicle_rf3_{os.getpid()}_{secrets.token_hex(3)}"
         self.messages: list[str] = []  # the node manager's progress lines (a thread has no test's output)
 

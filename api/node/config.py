@@ -53,6 +53,7 @@ class NodeSpec:
     initial_token: int
     heap: str = "1G"
     heap_new: str = "256M"
+    jvm_options: tuple[str, ...] = ()  # added to the JVM's command line (the suite's short-lived nodes)
 
     @property
     def log_file(self) -> Path:
@@ -170,7 +171,7 @@ def jvm_command(spec: NodeSpec, lib: Path, java: str) -> list[str]:
     conf = spec.home / "conf"
     return [
         java,
-        f"-Xms{spec.heap}", f"-Xmx{spec.heap}", f"-Xmn{spec.heap_new}",
+        f"-Xms{spec.heap}", f"-Xmx{spec.heap}", f"-Xmn{spec.heap_new}", *spec.jvm_options,
         "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxTenuringThreshold=1",
         "-Xss256k", "-XX:+ExitOnOutOfMemoryError", "-XX:+HeapDumpOnOutOfMemoryError",
         f"-XX:HeapDumpPath={spec.home / 'logs'}", "-XX:-UsePerfData", "-Xshare:auto",
