@@ -194,19 +194,33 @@ SPARE_TEST = "test_start_status_reuse_stop_restart_keep_data_and_readiness_follo
 
 
 def _is_fuzz(item: pytest.Item) -> bool:
-    return getattr(getattr(item, "module", None), "__name__", "") == "tests.test_api_fuzz"
+    # By path: `tests` is no package, so the module's __name__ is "test_api_fuzz", not "tests.test_api_fuzz".
+    return item.nodeid.startswith("tests/test_api_fuzz.py::")
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-randomly's order
+def _needs_a_boot(item: pytest.Item) -> bool:
+    """The test waits for the cluster's or the spare node's background boot."""
+    return "rf3_cluster" in getattr(item, "fixturenames", ()) or item.name == SPARE_TEST
+
+
+BOOTED_FROM = 0.4  # share of the other tests that run before the first one that waits for a node's boot
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's order, which it keeps within each group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The API fuzz's tests run last: its runs, begun in the background when collection ends
-    (tests/fuzz_boot.py), have finished by then, and no test waits for them."""
+    """Tests that wait for a background boot run after the first 40% of the others, by when the boots (~80 s
+    for the cluster) are done, so none waits for them; the API fuzz's tests run last: its runs, begun in the
+    background when collection ends (tests/fuzz_boot.py), have finished by then."""
     fuzz = [item for item in items if _is_fuzz(item)]
-    if fuzz:
-        items[:] = [item for item in items if not _is_fuzz(item)] + fuzz
+    booted = [item for item in items if not _is_fuzz(item) and _needs_a_boot(item)]
+    rest = [item for item in items if not _is_fuzz(item) and not _needs_a_boot(item)]
+    cut = int(len(rest) * BOOTED_FROM)
+    items[:] = rest[:cut] + booted + rest[cut:] + fuzz
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return  # nothing will run
     if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         _CLUSTER.begin()
     if any(item.name == SPARE_TEST for item in session.items):

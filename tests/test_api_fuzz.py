@@ -24,6 +24,7 @@ from tests.helpers import ADMIN_TOKEN, READ_TOKEN
 def served_api(cassandra_node):
     """gunicorn serving the app on the fuzz's keyspace, the sample workspace and network loaded (tests/fuzz_boot.py;
     the local node is the test process's, `cassandra_node`)."""
+    assert FUZZ.thread is not None, "the fuzz's boot was not begun when collection ended (tests/conftest.py)"
     return FUZZ.wait()
 
 
