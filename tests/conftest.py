@@ -12,7 +12,7 @@ from api.config import Settings
 from api.db import Database, set_db
 from api.migrations import migrate
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
-from api.node.process import destroy, start_cluster, start_node
+from api.node.process import destroy, start_cluster, start_node, stop_node
 from tests.background import BackgroundBoot
 from tests.fuzz_boot import FUZZ
 from tests.helpers import ADMIN_TOKEN, SHORT_LIVED_JVM, TEST_API_TOKENS, spare_spec
@@ -182,6 +182,14 @@ class _SpareBoot(BackgroundBoot):
         finally:
             admin.close()
 
+    def stop(self) -> None:
+        """The node stopped, if this run started it (its test stops it too: a run that ended before that test
+        must not leave it running)."""
+        if self.thread is not None:
+            self.thread.join()
+            stop_node(self.spec, log=lambda _m: None)
+            self.thread = None
+
     def wait(self) -> tuple[NodeSpec, str, str]:
         """(the node, the version its start answered, the migrated keyspace)."""
         self.join()
@@ -231,6 +239,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     _CLUSTER.destroy()  # also when the run stopped before a slow test tore the cluster down
+    _SPARE.stop()
     FUZZ.stop()
 
 
