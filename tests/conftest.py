@@ -13,6 +13,7 @@ from api.db import Database, set_db
 from api.migrations import migrate
 from api.node.config import NodeSpec, cluster_specs, local_node_spec
 from api.node.process import destroy, start_cluster, start_node, stop_node
+from tests import parallel
 from tests.background import BackgroundBoot
 from tests.fuzz_boot import FUZZ
 from tests.helpers import ADMIN_TOKEN, SHORT_LIVED_JVM, TEST_API_TOKENS, spare_spec
@@ -198,17 +199,15 @@ class _SpareBoot(BackgroundBoot):
 
 
 _SPARE = _SpareBoot()
-SPARE_TEST = "test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_node"
 
 
 def _is_fuzz(item: pytest.Item) -> bool:
-    # By path: `tests` is no package, so the module's __name__ is "test_api_fuzz", not "tests.test_api_fuzz".
-    return item.nodeid.startswith("tests/test_api_fuzz.py::")
+    return parallel.pinned_unit(item) == parallel.FUZZ
 
 
 def _needs_a_boot(item: pytest.Item) -> bool:
     """The test waits for the cluster's or the spare node's background boot."""
-    return "rf3_cluster" in getattr(item, "fixturenames", ()) or item.name == SPARE_TEST
+    return parallel.pinned_unit(item) in (parallel.CLUSTER, parallel.SPARE)
 
 
 BOOTED_FROM = 0.4  # share of the other tests that run before the first one that waits for a node's boot
@@ -224,16 +223,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest = [item for item in items if not _is_fuzz(item) and not _needs_a_boot(item)]
     cut = int(len(rest) * BOOTED_FROM)
     items[:] = rest[:cut] + booted + rest[cut:] + fuzz
+    if hasattr(config, "workerinput"):
+        parallel.tag_pinned(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Modules to whichever worker asks, the tests that share a singleton to gw0 (tests/parallel.py)."""
+    return parallel.OwnerScheduling(config, log)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With workers, the controller starts (or finds) the local node before they do, so they never race to."""
+    if getattr(session.config.option, "numprocesses", None) and not hasattr(session.config, "workerinput"):
+        start_node(local_node_spec())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
-        return  # nothing will run
-    if any("rf3_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.option.collectonly or not parallel.is_owner(session.config):
+        return  # nothing runs, or the owner worker runs the tests these boots serve (tests/parallel.py)
+    units = {parallel.pinned_unit(item) for item in session.items}
+    if parallel.CLUSTER in units:
         _CLUSTER.begin()
-    if any(item.name == SPARE_TEST for item in session.items):
+    if parallel.SPARE in units:
         _SPARE.begin(after=[_CLUSTER.thread])
-    if any(_is_fuzz(item) for item in session.items):
+    if parallel.FUZZ in units:
         FUZZ.begin(after=[_CLUSTER.thread])
 
 
