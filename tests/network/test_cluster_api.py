@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -22,6 +23,7 @@ from api.config import Settings
 from api.db import Database, set_db
 from api.node.process import start_cluster
 from tests.helpers import ADMIN_TOKEN, TEST_API_TOKENS
+from tests.network import test_api
 
 # The scenarios where a read follows the request's own writes (counts read back, caches updated, like counts
 # published); the others add minutes on three nodes (the suite must stay under 15 minutes here) and no other
@@ -94,6 +96,29 @@ def test_the_keyspace_is_replicated_three_times_at_default_consistency(db):
         ConsistencyLevel.LOCAL_ONE, ConsistencyLevel.LOCAL_QUORUM)
 
 
+@pytest.fixture
+def converging_home_checks(monkeypatch):
+    """A home page is read at LOCAL_ONE in a request after the one whose LOCAL_QUORUM writes it shows: on RF 3 it
+    may meet the third replica before those writes do (docs/network-scale.md, "Read-your-writes on a cluster";
+    within one request the `*_FRESH` reads make it exact). So here each home check is repeated until it matches
+    the reference, for at most 15 s: the cluster must converge to the exact answer (a lost or doubled count
+    never does). Seen once in a run of two test processes: a like count one short on the first read."""
+    checked = test_api.check_home
+
+    def check_home(*args, **kwargs):
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                return checked(*args, **kwargs)
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    monkeypatch.setattr(test_api, "check_home", check_home)
+
+
+@pytest.mark.usefixtures("converging_home_checks")
 def test_follows_then_likes_on_one_network(fresh_net, client):
     """Both scenarios one after the other on one loaded network (its reference follows every change): a network
     load on three nodes costs about as much as a scenario."""
