@@ -202,12 +202,21 @@ _SPARE = _SpareBoot()
 
 
 def _is_fuzz(item: pytest.Item) -> bool:
-    return parallel.pinned_unit(item) == parallel.FUZZ
+    return parallel.pinned_unit(item.nodeid) == parallel.FUZZ
 
 
 def _needs_a_boot(item: pytest.Item) -> bool:
     """The test waits for the cluster's or the spare node's background boot."""
-    return parallel.pinned_unit(item) in (parallel.CLUSTER, parallel.SPARE)
+    return bool(parallel.SINGLETON_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.fixture(autouse=True)
+def _singletons_stay_with_their_owner(request):
+    """A test of the cluster or the spare node outside tests/parallel.py's PINNED_MODULES could run in the other
+    process, beside its owner's tests: it fails at once, saying so."""
+    uses = parallel.SINGLETON_FIXTURES & set(request.fixturenames)
+    if uses and parallel.pinned_unit(request.node.nodeid) is None:
+        pytest.fail(f"{request.node.nodeid} uses {sorted(uses)}: add its module to tests/parallel.py's PINNED_MODULES")
 
 
 BOOTED_FROM = 0.4  # share of the other tests that run before the first one that waits for a node's boot
@@ -223,8 +232,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest = [item for item in items if not _is_fuzz(item) and not _needs_a_boot(item)]
     cut = int(len(rest) * BOOTED_FROM)
     items[:] = rest[:cut] + booted + rest[cut:] + fuzz
-    if hasattr(config, "workerinput"):
-        parallel.tag_pinned(items)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -242,12 +249,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or not parallel.is_owner(session.config):
         return  # nothing runs, or the owner worker runs the tests these boots serve (tests/parallel.py)
-    units = {parallel.pinned_unit(item) for item in session.items}
-    if parallel.CLUSTER in units:
+    fixtures = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    if "rf3_cluster" in fixtures:
         _CLUSTER.begin()
-    if parallel.SPARE in units:
+    if "spare_booted" in fixtures:
         _SPARE.begin(after=[_CLUSTER.thread])
-    if parallel.FUZZ in units:
+    if any(_is_fuzz(item) for item in session.items):
         FUZZ.begin(after=[_CLUSTER.thread])
 
 

@@ -4,9 +4,8 @@ Tests go out a module at a time (a module's fixtures are built once). Three kind
 machine that only one process may drive, and they all go to the first worker, `gw0`, which alone starts their
 background boots when collection ends (tests/conftest.py):
 
-- the 3-node cluster's tests (those using `rf3_cluster`, whatever their module, one unit: a test stops a node
-  the others need running);
-- the spare node's tests (`spare_booted`: the node on 127.0.0.10, stopped and started by its tests);
+- the 3-node cluster's modules (one unit: a test stops a node the others need running);
+- the spare node's module (the node on 127.0.0.10, stopped and started by its tests);
 - the API fuzz's module, last: its runs have finished by then, so it waits for nothing.
 
 The cluster's and the spare node's units are handed out once a third of the units are out: by then their boots,
@@ -21,43 +20,28 @@ OWNER = "gw0"
 CLUSTER, SPARE, FUZZ = "cluster", "spare-node", "fuzz"
 PINNED = (CLUSTER, SPARE, FUZZ)
 PINNED_FROM = 1 / 3  # share of the units handed out before the owner takes a pinned one
-# Modules that took 15 s or more in recent runs: handed out first, so that the run does not end with one worker
-# in a long module while the other is done (the order among them, and among the rest, stays pytest-randomly's).
-HEAVY = frozenset({
-    "tests/network/test_api.py", "tests/network/test_retention.py", "tests/network/test_erasure.py",
-    "tests/network/test_scale_paths.py", "tests/network/test_jobs.py", "tests/network/test_post_retries.py",
-    "tests/network/test_loading.py", "tests/test_scale_common.py", "tests/test_cli.py", "tests/test_slow_clients.py",
-    "tests/tagging/test_tagging_load.py", "tests/activity/test_hot_days.py", "tests/slack/test_socket_mode.py",
-    "tests/test_hostile_input.py", "tests/slack/test_search.py",
-})
 
 
-def pinned_unit(item) -> str | None:
-    """The singleton a test shares, if any: by the fixtures it uses (the fuzz: by its module)."""
-    fixtures = set(getattr(item, "fixturenames", ()))
-    if "rf3_cluster" in fixtures:
-        return CLUSTER
-    if "spare_booted" in fixtures:
-        return SPARE
-    if item.nodeid.startswith("tests/test_api_fuzz.py::"):  # (`tests` is no package: by path, not module name)
-        return FUZZ
-    return None
+# Module -> the unit only the owner runs. A test using `rf3_cluster` or `spare_booted` elsewhere fails at once
+# (tests/conftest.py, `_singletons_stay_with_their_owner`).
+PINNED_MODULES = {
+    "tests/test_cluster.py": CLUSTER,
+    "tests/network/test_cluster_api.py": CLUSTER,
+    "tests/slack/test_cluster_slack.py": CLUSTER,
+    "tests/slack/test_cluster_reports.py": CLUSTER,
+    "tests/test_node_and_readiness.py": SPARE,
+    "tests/test_api_fuzz.py": FUZZ,
+}
+SINGLETON_FIXTURES = frozenset({"rf3_cluster", "spare_booted"})
 
 
-def tag_pinned(items) -> None:
-    """In a worker, a pinned test's id carries its unit (`id@unit`, as xdist's own loadgroup does), which is how
-    the scheduler in the controller, that sees only ids, knows it."""
-    for item in items:
-        unit = pinned_unit(item)
-        if unit is not None:
-            item._nodeid = f"{item.nodeid}@{unit}"
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
-def _unit_of_id(nodeid: str) -> str:
-    head, _, unit = nodeid.rpartition("@")
-    if head and unit in PINNED:
-        return unit
-    return nodeid.split("::", 1)[0]  # the module
+def pinned_unit(nodeid: str) -> str | None:
+    """The singleton a test shares, if any (by its module: the scheduler sees only ids)."""
+    return PINNED_MODULES.get(module_of(nodeid))
 
 
 def is_owner(config) -> bool:
@@ -70,13 +54,13 @@ class OwnerScheduling(LoadScopeScheduling):
     """Module units to whichever worker asks; the pinned units to the owner only (see the module's text)."""
 
     def _split_scope(self, nodeid: str) -> str:
-        return _unit_of_id(nodeid)
+        return pinned_unit(nodeid) or module_of(nodeid)
 
     def _eligible(self, node) -> str | None:
         """The next unit for `node`, or None when nothing in the queue is for it."""
         units = list(self.workqueue)
         pinned = set(PINNED)
-        rest = sorted((u for u in units if u not in pinned), key=lambda u: u not in HEAVY)
+        rest = [u for u in units if u not in pinned]
         owners = [n for n in self.assigned_work if n.gateway.id == OWNER]
         if owners and node is not owners[0]:
             return next(iter(rest), None)
