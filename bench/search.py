@@ -868,7 +868,7 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
     originals = {(search_index, "start_term_days"): search_index.start_term_days,
                  (search_index, "start_postings"): search_index.start_postings,
                  (search_index, "start_postings_of_days"): search_index.start_postings_of_days,
-                 (search_index, "start_postings_at"): search_index.start_postings_at,
+                 (search_index, "start_postings_at_days"): search_index.start_postings_at_days,
                  (messages, "start_candidates"): messages.start_candidates,
                  (search, "_day_candidates"): search._day_candidates, (search, "_confirm"): search._confirm,
                  (search, "directory"): search.directory}
@@ -905,7 +905,7 @@ def instrumented(counter: dict[str, float]) -> Iterator[None]:
     search_index.start_term_days = reads("term_days", originals[(search_index, "start_term_days")])
     search_index.start_postings = reads("postings", originals[(search_index, "start_postings")])
     search_index.start_postings_of_days = reads("postings", originals[(search_index, "start_postings_of_days")])
-    search_index.start_postings_at = reads("lookups", originals[(search_index, "start_postings_at")])
+    search_index.start_postings_at_days = reads("lookups", originals[(search_index, "start_postings_at_days")])
     messages.start_candidates = reads("messages", originals[(messages, "start_candidates")])
     search._day_candidates = phase_of_generator("candidates", originals[(search, "_day_candidates")])
     search._confirm = phase("confirm", originals[(search, "_confirm")])

@@ -312,7 +312,7 @@ class Erasure:
             with self._lock:
                 self.word_days.update((t, day) for t in gone)
             added, _keys = search_index.posting_writes(self.db, team, channel_id, row.ts, row.user_id,
-                                                       new_searchable)
+                                                       new_searchable, written_at=self.at)
             writes += added
             counts["messages_rewritten"] += 1
         elif raw is not None and scrub.json_names(raw, u):  # only the raw event names them (a reaction)

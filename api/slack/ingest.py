@@ -64,7 +64,7 @@ def message_rows(db: Database, msg: NewMessage, *, write_ts: int, edited_ts: int
     seen = [(user, written[0] if written else at) for user, at, _c, _t, *written in [(msg.user, msg.ts, "", 0), *acted]
             if is_slack_id(user)]
     seen_rows = users.first_seen_writes(db, msg.team_id, seen)
-    postings, listed = search_index.message_posting_writes(db, msg, reacted=reacted)
+    postings, listed = search_index.message_posting_writes(db, msg, reacted=reacted, written_at=write_ts)
     rows = [
         *messages.message_writes(db, msg, write_ts=write_ts, edited_ts=edited_ts, versions=versions,
                                  original=original, raw=raw, live=live),

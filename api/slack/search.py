@@ -47,7 +47,7 @@ from api.activity.calendar import window, zone
 from api.db import Database
 from api.errors import BadPosition, InvalidQuery
 from api.paging import BAD_POSITION, in_range, sign_cursor, verify_cursor
-from api.slack import channels, content, messages, search_index, search_terms, users
+from api.slack import channels, content, messages, search_index, search_terms, term_filter, users
 from api.slack.messages import Message
 from api.slack.search_index import HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD
 from api.slack.search_terms import Token
@@ -440,6 +440,8 @@ class _Plan:
     lo_us: int
     hi_us: int                                # exclusive
     denied: frozenset[str]                    # channels whose messages this reader may not see
+    # clause -> its check against a posting's terms filter: the clauses of text terms (words, mentions)
+    checks: dict[int, term_filter.TermCheck] = dataclasses.field(default_factory=dict)
     # clause -> [candidates looked up, kept] in this request: later stages look the most selective clause up
     # first, so the days it empties read nothing more
     survival: dict[int, list[int]] = dataclasses.field(default_factory=dict)
@@ -487,8 +489,10 @@ def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, t
     tz = zone(tz_name)
     lo_us = window(query.first, tz)[0] if query.first else 0
     hi_us = window(query.last, tz)[1] if query.last else _MAX_US
+    checks = {i: term_filter.TermCheck(clause) for i, clause in enumerate(unique)
+              if not any(term.startswith(("from:", "in:")) or term in search_index.FLAGS for term in clause)}
     return _Plan(db, team_id, query, unique, query.words, query.excluded, references, authors, in_ids, lo_us, hi_us,
-                 frozenset() if allow_private else found.private)
+                 frozenset() if allow_private else found.private, checks)
 
 
 def _confirmed(plan: _Plan, row: Any) -> bool:
@@ -560,10 +564,11 @@ _DRIVING = ("in:", "from:", "@", "#")
 Rows = list[list[tuple[int, str]]]  # per term of a clause, its (ts, channel) postings
 
 
-def _probes(plan: _Plan, days: list[int], start: Position, indexes: list[int], budget: _Budget
-            ) -> dict[int, dict[int, Rows]]:
+def _probes(plan: _Plan, days: list[int], start: Position, indexes: list[int], budget: _Budget,
+            filters: dict[tuple[int, str], bytes]) -> dict[int, dict[int, Rows]]:
     """day -> clause -> each term's first PROBE postings of that day. A term is read for all the days in one
-    statement (`day IN`, PER PARTITION LIMIT), but for the day the page resumes in (bounded by its position)."""
+    statement (`day IN`, PER PARTITION LIMIT), but for the day the page resumes in (bounded by its position).
+    The terms filters the postings carry (author's and channel's) go to `filters`, by (ts, channel)."""
     resumed = [day for day in days if day == start.day and start.ts is not None]
     rest = [day for day in days if day not in resumed]
     futures: list[tuple[int, int, int | None, Any]] = []  # clause, term, its day (None: the rows name it), read
@@ -580,6 +585,8 @@ def _probes(plan: _Plan, days: list[int], start: Position, indexes: list[int], b
     for i, j, day, future in futures:
         for r in future.result():
             out[r.day if day is None else day][i][j].append((r.ts, r.channel_id))
+            if r.terms_filter is not None:
+                filters[(r.ts, r.channel_id)] = r.terms_filter
     budget.spend(sum(len(rows) for by_clause in out.values() for alternatives in by_clause.values()
                      for rows in alternatives))
     return out
@@ -590,29 +597,73 @@ def _fitting(probed: dict[int, Rows]) -> list[int]:
     return [i for i, alternatives in probed.items() if all(len(rows) < PROBE for rows in alternatives)]
 
 
+def _filtered(plan: _Plan, found: dict[int, list[tuple[int, str]]], day: int, todo: list[int],
+              filters: dict[tuple[int, str], bytes]) -> list[int]:
+    """Drop the day's candidates whose terms filter says their text lacks a word or mention clause of `todo`;
+    returns the clauses still to look up: all of them while a candidate has no filter (a posting written before
+    schema 0310), else those of flags, authors and channels only."""
+    decided = [i for i in todo if i in plan.checks]
+    if not decided:
+        return todo
+    unknown = False
+    kept = []
+    for candidate in found[day]:
+        candidate_filter = filters.get(candidate)
+        if candidate_filter is None:
+            unknown = True
+            kept.append(candidate)
+        elif all(plan.checks[i].may_hold(candidate_filter) for i in decided):
+            kept.append(candidate)
+    found[day] = kept
+    return todo if unknown else [i for i in todo if i not in decided]
+
+
+def _lookup_packs(ts_of: dict[int, list[int]]) -> list[tuple[list[int], list[int]]]:
+    """The reads of one clause's term for these days' candidates (day -> ts), as (days, ts) pairs: days with few
+    candidates share a read (every ts looked for in every day: at most LOOKUP point reads), a day with many is
+    read alone, LOOKUP ts at a time."""
+    packs: list[tuple[list[int], list[int]]] = []
+    pack_days: list[int] = []
+    pack_ts: list[int] = []
+    for day in sorted(ts_of):
+        values = ts_of[day]
+        if len(values) > LOOKUP // 4:
+            packs += [([day], values[k:k + LOOKUP]) for k in range(0, len(values), LOOKUP)]
+            continue
+        if pack_days and (len(pack_days) + 1) * (len(pack_ts) + len(values)) > LOOKUP:
+            packs.append((pack_days, pack_ts))
+            pack_days, pack_ts = [], []
+        pack_days.append(day)
+        pack_ts += values
+    if pack_days:
+        packs.append((pack_days, pack_ts))
+    return packs
+
+
 def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[int, list[int]], budget: _Budget
              ) -> None:
     """Narrow each day's candidates (`found`) by the clauses left for it (`todo`), one clause per stage for all
-    the days at once: a clause's terms are read at the candidates' ts only (IN lists of LOOKUP values), so a day
-    whose candidates are gone reads nothing more. Stops (leaving the rest to confirmation) when the budget
-    cannot afford a stage."""
+    the days at once: a clause's terms are read at the candidates' ts only (point reads; the days of a clause
+    with few candidates each share a statement, `_lookup_packs`), so a day whose candidates are gone reads
+    nothing more. Stops (leaving the rest to confirmation) when the budget cannot afford a stage."""
     while True:
         stage = {day: plan.next_lookup(todo[day]) for day in found if found[day] and todo[day]}
         if not stage:
             return
-        ts_of = {day: sorted({ts for ts, _channel in found[day]}) for day in stage}
-        cost = sum(len(ts_of[day]) * len(plan.clauses[i]) for day, i in stage.items())
+        packs = {i: _lookup_packs({day: sorted({ts for ts, _channel in found[day]})
+                                   for day, clause in stage.items() if clause == i})
+                 for i in set(stage.values())}
+        cost = sum(len(days) * len(ts) * len(plan.clauses[i]) for i, reads in packs.items() for days, ts in reads)
         if cost > budget.left:
             return
         budget.spend(cost)
-        futures = {day: [search_index.start_postings_at(plan.db, plan.team_id, term, day, ts_of[day][k:k + LOOKUP])
-                         for term in plan.clauses[i] for k in range(0, len(ts_of[day]), LOOKUP)]
-                   for day, i in stage.items()}
-        for day, alternatives in futures.items():
-            held = {(r.ts, r.channel_id) for future in alternatives for r in future.result()}
+        futures = [search_index.start_postings_at_days(plan.db, plan.team_id, term, days, ts)
+                   for i, reads in packs.items() for term in plan.clauses[i] for days, ts in reads]
+        held = {(r.day, r.ts, r.channel_id) for future in futures for r in future.result()}
+        for day, i in stage.items():
             before = len(found[day])
-            found[day] = [c for c in found[day] if c in held]
-            counts = plan.survival.setdefault(stage[day], [0, 0])
+            found[day] = [c for c in found[day] if (day, *c) in held]
+            counts = plan.survival.setdefault(i, [0, 0])
             counts[0] += before
             counts[1] += len(found[day])
 
@@ -634,10 +685,11 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
     is left to the next page."""
     every = list(range(len(plan.clauses)))
     driving = [i for i in every if all(term.startswith(_DRIVING) for term in plan.clauses[i])] or every
-    probed = _probes(plan, days, start, driving, budget)
+    filters: dict[tuple[int, str], bytes] = {}
+    probed = _probes(plan, days, start, driving, budget, filters)
     unfit = [day for day in days if not _fitting(probed[day])]
     if unfit and len(driving) < len(every):
-        more = _probes(plan, unfit, start, [i for i in every if i not in driving], budget)
+        more = _probes(plan, unfit, start, [i for i in every if i not in driving], budget, filters)
         for day in unfit:
             probed[day].update(more[day])
     found: dict[int, list[tuple[int, str]]] = {}
@@ -646,7 +698,7 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
         if fitting := _fitting(probed[day]):
             whole = set.intersection(*({row for rows in probed[day][i] for row in rows} for i in fitting))
             found[day] = _kept(plan, day, start, whole)
-            todo[day] = [i for i in every if i not in fitting]
+            todo[day] = _filtered(plan, found, day, [i for i in every if i not in fitting], filters)
     _look_up(plan, found, todo, budget)
     terms = _terms(plan)
     for day in days:
@@ -769,15 +821,20 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
     postings and day listings) of this run; `dry_run` counts them and writes nothing. `progress(n)` is called
     with each day's messages.
 
-    Version 2 (search_index.BACKFILL_VERSION) also writes the has:/is: flags. A channel that version 1 finished
-    already has its words: it is walked again from the newest day writing the flags only; one that version 1
-    left unfinished is indexed again whole."""
+    Version 2 also writes the has:/is: flags, version 3 (search_index.BACKFILL_VERSION) the author's and the
+    channel's postings with the filter of the text's terms. A channel an earlier version finished is walked
+    again from the newest day writing only what it lacks: version 1's the flags and those two postings
+    (`flags_only`), version 2's those two postings (`filters_only`); one left unfinished is indexed again whole
+    (or, left by version 2 in its flags-only walk, walked again flags-only)."""
     state = None if restart else search_index.progress(db, team_id).get(channel_id)
-    next_day, total, flags_only = LAST_DAY, 0, False
-    if state is not None:
-        next_day, total, version, flags_only = state
-        if version < search_index.BACKFILL_VERSION:
-            next_day, total, flags_only = LAST_DAY, 0, next_day < 0
+    next_day, total, flags_only, filters_only = LAST_DAY, 0, False, False
+    if state is not None and state.version == search_index.BACKFILL_VERSION:
+        next_day, total, flags_only, filters_only = (state.next_day, state.messages, state.flags_only,
+                                                     state.filters_only)
+    elif state is not None:
+        finished = state.next_day < 0
+        filters_only = finished and state.version == 2
+        flags_only = not filters_only and (finished or state.flags_only)
     indexed = rows = 0
     if next_day < 0:
         return 0, 0
@@ -787,12 +844,13 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
             if row.msg_ts is None:
                 continue
             decoded = messages.decoded_content(row.content) if row.content else None
-            flags = search_index.flag_terms(files=row.files, text=row.text, message_content=decoded, ts=row.ts,
-                                            thread_ts=row.thread_ts, reacted=bool(row.reactions),
-                                            replied=(row.reply_count or 0) > 0)
+            flags = [] if filters_only else search_index.flag_terms(
+                files=row.files, text=row.text, message_content=decoded, ts=row.ts, thread_ts=row.thread_ts,
+                reacted=bool(row.reactions), replied=(row.reply_count or 0) > 0)
             day_writes, keys = search_index.posting_writes(
                 db, team_id, channel_id, row.ts, row.user_id, messages.searchable_text(row), flags=flags,
-                thread_ts=row.thread_ts, words=not flags_only)
+                thread_ts=row.thread_ts, words=not (flags_only or filters_only),
+                written_at=max(row.ts, row.edited_ts or 0))
             writes.extend(day_writes)
             listed.extend(keys)
             count += 1
@@ -802,9 +860,11 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
         if not dry_run:
             db.execute_many(writes)
             search_index.note_indexed(db, listed)
-            search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed, flags_only=flags_only)
+            search_index.record_progress(db, team_id, channel_id, day - 1, total + indexed, flags_only=flags_only,
+                                         filters_only=filters_only)
         if progress is not None:
             progress(count)
     if not dry_run:
-        search_index.record_progress(db, team_id, channel_id, -1, total + indexed, flags_only=flags_only)
+        search_index.record_progress(db, team_id, channel_id, -1, total + indexed, flags_only=flags_only,
+                                     filters_only=filters_only)
     return indexed, rows

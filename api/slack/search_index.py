@@ -5,7 +5,9 @@ Owner of slack_search_postings, slack_search_term_days and slack_search_backfill
 `message_posting_writes` with a message's other rows (live posts, edits, the Web API backfill, export imports)
 and `reaction_posting_writes` with a reaction, and calls `note_indexed` once they are all written; the search
 (search.py) reads `start_term_days` and `start_postings`. Nothing is ever deleted here: an edit adds the
-postings of its new text, and search.py confirms each candidate against the message row.
+postings of its new text, and search.py confirms each candidate against the message row. A message's posting
+under its author (`from:`) and its channel (`in:`) carries the filter of its text's terms (term_filter.py),
+rewritten by each edit at the edit's time, so a search driven by them drops most candidates without lookups.
 
 Besides its words, a message is posted under `from:<user>`, `in:<channel>` and the flags that hold for it:
 `has:file`, `has:link`, `has:reaction` (written when a reaction arrives, or with a history message that has
@@ -15,12 +17,13 @@ stops holding (a reaction removed, the only reply deleted) leaves a stale postin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 from api.caches import Cache
 from api.db import Database, Params, Statement, without_none
-from api.slack import content, search_terms
+from api.slack import content, search_terms, term_filter
 from api.slack.timeutil import day_of
 
 TABLES = frozenset({"slack_search_postings", "slack_search_term_days", "slack_search_backfill"})
@@ -29,25 +32,37 @@ Write = tuple[Statement, Params]
 
 INSERT_POSTING = Statement(
     "INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id) VALUES (?, ?, ?, ?, ?)")
+# The author's and the channel's postings carry the filter of the text's terms (term_filter.py), at the text
+# version's own time: a redelivered older event never replaces a newer text's filter.
+INSERT_FILTERED_POSTING = Statement(
+    "INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id, terms_filter) VALUES (?, ?, ?, ?, ?, ?) "
+    "USING TIMESTAMP ?")
 INSERT_TERM_DAY = Statement("INSERT INTO slack_search_term_days (team_id, term, day) VALUES (?, ?, ?)")
 SELECT_TERM_DAYS = Statement(
     "SELECT day FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day <= ? AND day >= ? LIMIT ?")
 SELECT_POSTINGS = Statement(
-    "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts < ? "
-    "AND ts >= ? LIMIT ?")
+    "SELECT ts, channel_id, terms_filter FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? "
+    "AND ts < ? AND ts >= ? LIMIT ?")
 SELECT_POSTINGS_OF_DAYS = Statement(
-    "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ? AND ts < ? "
-    "AND ts >= ? PER PARTITION LIMIT ? LIMIT ?", unpaged=True)
-SELECT_POSTINGS_AT = Statement(
-    "SELECT ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? AND ts IN ?")
+    "SELECT day, ts, channel_id, terms_filter FROM slack_search_postings WHERE team_id = ? AND term = ? "
+    "AND day IN ? AND ts < ? AND ts >= ? PER PARTITION LIMIT ? LIMIT ?", unpaged=True)
+# Several days' candidates in one read: every ts is looked for in every day's partition (days x ts point reads,
+# kept to LOOKUP), worth it when a day has few candidates left (after the filters) and a statement costs more
+# than a point read.
+SELECT_POSTINGS_AT_DAYS = Statement(
+    "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ? AND ts IN ?",
+    unpaged=True)
 WHOLE = 1_000_000  # the LIMIT of a whole-partition read (partitions are bounded by design, far below this)
 SELECT_PROGRESS = Statement(
-    "SELECT channel_id, next_day, messages, version, flags_only FROM slack_search_backfill WHERE team_id = ?")
+    "SELECT channel_id, next_day, messages, version, flags_only, filters_only FROM slack_search_backfill "
+    "WHERE team_id = ?")
 UPDATE_PROGRESS = Statement(
     "UPDATE slack_search_backfill SET next_day = :next_day, messages = :messages, updated_at = :updated_at, "
-    "version = :version, flags_only = :flags_only WHERE team_id = :team_id AND channel_id = :channel_id")
-# What `chronicle slack index-search` writes: 1 the words, from: and in: (schema 0090); 2 also the has:/is: flags.
-BACKFILL_VERSION = 2
+    "version = :version, flags_only = :flags_only, filters_only = :filters_only "
+    "WHERE team_id = :team_id AND channel_id = :channel_id")
+# What `chronicle slack index-search` writes: 1 the words, from: and in: (schema 0090); 2 also the has:/is: flags
+# (0180); 3 the from: and in: postings with their terms' filters (0310).
+BACKFILL_VERSION = 3
 
 HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD = "has:file", "has:link", "has:reaction", "is:thread"
 FLAGS = (HAS_FILE, HAS_LINK, HAS_REACTION, IS_THREAD)
@@ -70,6 +85,11 @@ def message_terms(channel_id: str, user_id: str | None, text: str | None, flags:
     terms.append(channel_term(channel_id))
     terms.extend(flags)
     return terms
+
+
+def driving_terms(channel_id: str, user_id: str | None) -> list[str]:
+    """The terms whose postings carry the message's terms filter: its author's and its channel's."""
+    return [author_term(user_id), channel_term(channel_id)] if user_id else [channel_term(channel_id)]
 
 
 def flag_terms(*, files: Any, text: str | None, message_content: dict[str, Any] | None, ts: int,
@@ -102,37 +122,49 @@ def _listed(db: Database) -> Cache:
 
 
 def posting_writes(db: Database, team_id: str, channel_id: str, ts: int, user_id: str | None, text: str | None,
-                   *, flags: Iterable[str] = (), thread_ts: int | None = None, words: bool = True
-                   ) -> tuple[list[Write], list[tuple[str, str, int]]]:
+                   *, flags: Iterable[str] = (), thread_ts: int | None = None, words: bool = True,
+                   written_at: int | None = None) -> tuple[list[Write], list[tuple[str, str, int]]]:
     """The postings of one message (its text as of this write, its `flags`), and the day listings this process
     has not written yet; returns (writes, keys to pass to `note_indexed` once every write succeeded). A reply
-    (`thread_ts` of another message) also posts its thread head under is:thread. `words=False`: the flags only
-    (the backfill of archives whose words version 1 indexed)."""
+    (`thread_ts` of another message) also posts its thread head under is:thread. The author's and the channel's
+    postings carry the filter of the text's terms, written at `written_at` (the text version's time: the
+    message's ts, an edit's time; default ts). `words=False`: the flags and those two postings only (the
+    backfill of archives an earlier version indexed)."""
     flags = list(flags)
-    terms = message_terms(channel_id, user_id, text, flags) if words else flags
-    entries = [(term, day_of(ts), ts) for term in terms]
+    text_terms = search_terms.index_terms(text)
+    driving = driving_terms(channel_id, user_id)
+    day = day_of(ts)
+    entries = [(term, day, ts) for term in [*(text_terms if words else ()), *flags]]
     if IS_THREAD in flags and thread_ts is not None and thread_ts != ts:
         entries.append((IS_THREAD, day_of(thread_ts), thread_ts))
-    return _writes(db, team_id, channel_id, entries)
+    writes, keys = _writes(db, team_id, channel_id, entries, driving=[(term, day, ts) for term in driving])
+    terms_filter = term_filter.build(text_terms)
+    at = ts if written_at is None else written_at
+    writes[:0] = [(INSERT_FILTERED_POSTING, (team_id, term, day, ts, channel_id, terms_filter, at))
+                  for term in driving]
+    return writes, keys
 
 
-def _writes(db: Database, team_id: str, channel_id: str, entries: list[tuple[str, int, int]]
-            ) -> tuple[list[Write], list[tuple[str, str, int]]]:
+def _writes(db: Database, team_id: str, channel_id: str, entries: list[tuple[str, int, int]], *,
+            driving: list[tuple[str, int, int]] = ()) -> tuple[list[Write], list[tuple[str, str, int]]]:
+    """The postings `entries` (term, day, ts) and the day listings of those and of `driving` (written by the
+    caller, with their filters) this process has not written yet."""
     writes: list[Write] = [(INSERT_POSTING, (team_id, term, day, ts, channel_id)) for term, day, ts in entries]
-    keys = _listed(db).missing(list(dict.fromkeys((team_id, term, day) for term, day, _ts in entries)))
+    keys = _listed(db).missing(list(dict.fromkeys((team_id, term, day) for term, day, _ts in [*entries, *driving])))
     writes.extend((INSERT_TERM_DAY, key) for key in keys)
     return writes, keys
 
 
-def message_posting_writes(db: Database, msg: Any, *, reacted: bool = False
+def message_posting_writes(db: Database, msg: Any, *, reacted: bool = False, written_at: int | None = None
                            ) -> tuple[list[Write], list[tuple[str, str, int]]]:
     """`posting_writes` of a message as ingest has it (messages.NewMessage: a live post or edit, or a message
-    as history shows it; `reacted`: history shows reactions on it)."""
+    as history shows it; `reacted`: history shows reactions on it; `written_at`: the time its text is written
+    at)."""
     text = msg.searchable_text()
     flags = flag_terms(files=msg.files, text=msg.text, message_content=msg.content, ts=msg.ts,
                        thread_ts=msg.thread_ts, reacted=reacted)
     return posting_writes(db, msg.team_id, msg.channel_id, msg.ts, msg.user, text, flags=flags,
-                          thread_ts=msg.thread_ts)
+                          thread_ts=msg.thread_ts, written_at=written_at)
 
 
 def reaction_posting_writes(db: Database, team_id: str, channel_id: str, ts: int
@@ -165,24 +197,36 @@ def start_postings_of_days(db: Database, team_id: str, term: str, days: list[int
     return db.execute_async(SELECT_POSTINGS_OF_DAYS, (team_id, term, days, below, at_least, limit, limit * len(days)))
 
 
-def start_postings_at(db: Database, team_id: str, term: str, day: int, ts_values: list[int]) -> Any:
-    """Future of the (ts, channel_id) postings of `term` on `day` at exactly these ts (one partition: each value a
-    point read in it), so a term is checked for a few candidates without reading its day."""
-    return db.execute_async(SELECT_POSTINGS_AT, (team_id, term, day, ts_values))
+def start_postings_at_days(db: Database, team_id: str, term: str, days: list[int], ts_values: list[int]) -> Any:
+    """Future of the (day, ts, channel_id) postings of `term` on `days` at these ts: each ts is looked for in
+    every day's partition (len(days) x len(ts_values) point reads in one statement)."""
+    return db.execute_async(SELECT_POSTINGS_AT_DAYS, (team_id, term, days, ts_values))
 
 
-def progress(db: Database, team_id: str) -> dict[str, tuple[int, int, int, bool]]:
-    """channel -> (next day to index, messages indexed so far, version, flags only) of `chronicle slack
-    index-search` (version 1: rows written before schema 0180)."""
-    return {r.channel_id: (r.next_day, r.messages or 0, r.version or 1, bool(r.flags_only))
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """How far `chronicle slack index-search` came in one channel, and what its run writes."""
+
+    next_day: int        # the next UTC day to index (-1: finished)
+    messages: int        # messages indexed so far
+    version: int         # BACKFILL_VERSION of the run (1: rows written before schema 0180)
+    flags_only: bool     # the words are there (version 1 finished): the flags, author and channel postings
+    filters_only: bool   # words and flags are there (version 2 finished): the author and channel postings
+
+
+def progress(db: Database, team_id: str) -> dict[str, Progress]:
+    """channel -> its Progress of `chronicle slack index-search`."""
+    return {r.channel_id: Progress(r.next_day, r.messages or 0, r.version or 1, bool(r.flags_only),
+                                   bool(r.filters_only))
             for r in db.execute(SELECT_PROGRESS, (team_id,))}
 
 
 def record_progress(db: Database, team_id: str, channel_id: str, next_day: int, messages: int, *,
-                    flags_only: bool = False) -> None:
+                    flags_only: bool = False, filters_only: bool = False) -> None:
     db.execute(UPDATE_PROGRESS, without_none({
         "next_day": next_day, "messages": messages, "updated_at": int(db.clock.time() * 1_000_000),
-        "version": BACKFILL_VERSION, "flags_only": flags_only, "team_id": team_id, "channel_id": channel_id}))
+        "version": BACKFILL_VERSION, "flags_only": flags_only, "filters_only": filters_only, "team_id": team_id,
+        "channel_id": channel_id}))
 
 
 # -- retention and erasure (api/retention/) -------------------------------------------------------------------

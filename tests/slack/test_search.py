@@ -223,6 +223,14 @@ QUERIES: list[tuple[str, Any]] = [
     ("release during:2026-01", lambda m: _has(m, "release") and _day(m).month == 1),
     ("stale words", lambda m: _has(m, "stale words")),
     ("release 京都 東京都", lambda m: _has(m, "release") and _has(m, "京都") and _has(m, "東京都")),
+    # driven by an author or a channel, the other clauses decided by the postings' terms filters
+    ("from:@zoe @ann", lambda m: m.user == "UZOE3" and "UANN1" in _mentions(m)),
+    ("in:#townhall #random", lambda m: m.channel == "CGEN1" and "CRND2" in _mentions(m)),
+    ("in:#random 京都", lambda m: m.channel == "CRND2" and _has(m, "京都")),
+    ("from:@zoe cafe", lambda m: m.user == "UZOE3" and _has(m, "cafe")),
+    ("from:@zoe café", lambda m: m.user == "UZOE3" and _has(m, "café")),
+    ('in:#townhall "rolled back"', lambda m: m.channel == "CGEN1" and _has(m, "rolled back")),
+    ("from:@ann deploy -budget", lambda m: m.user == "UANN1" and _has(m, "deploy") and not _has(m, "budget")),
 ]
 
 
@@ -322,8 +330,10 @@ class _Meter:
         self.postings = self.confirmed = 0
         self.probes: list[str] = []   # terms whose postings of a day were read
         self.lookups: list[str] = []  # terms looked up at candidates' ts
+        self.point_reads = 0          # point reads of those lookups
         start_postings, start_candidates = search_index.start_postings, messages.start_candidates
-        start_postings_at, start_postings_of_days = search_index.start_postings_at, search_index.start_postings_of_days
+        start_postings_at_days = search_index.start_postings_at_days
+        start_postings_of_days = search_index.start_postings_of_days
         meter = self
 
         class Counted:
@@ -339,10 +349,11 @@ class _Meter:
             meter.confirmed += len(ts_list)
             return start_candidates(db, team_id, channel_id, day, ts_list)
 
-        def looked_up(db, team_id, term, day, ts_values):
-            meter.postings += len(ts_values)  # a point read per value asked for, found or not
+        def looked_up(db, team_id, term, days, ts_values):
+            meter.postings += len(days) * len(ts_values)  # a point read per day and value asked for, found or not
+            meter.point_reads += len(days) * len(ts_values)
             meter.lookups.append(term)
-            return start_postings_at(db, team_id, term, day, ts_values)
+            return start_postings_at_days(db, team_id, term, days, ts_values)
 
         def probed(db, team_id, term, *args, **kwargs):
             meter.probes.append(term)
@@ -353,7 +364,7 @@ class _Meter:
             return Counted(start_postings_of_days(db, team_id, term, *args, **kwargs))
 
         monkeypatch.setattr(search_index, "start_postings", probed)
-        monkeypatch.setattr(search_index, "start_postings_at", looked_up)
+        monkeypatch.setattr(search_index, "start_postings_at_days", looked_up)
         monkeypatch.setattr(search_index, "start_postings_of_days", probed_days)
         monkeypatch.setattr(messages, "start_candidates", candidates)
 
@@ -362,23 +373,26 @@ class _Meter:
         return out
 
 
-@pytest.mark.parametrize(("q", "predicate", "driver"), [
+@pytest.mark.parametrize(("q", "predicate", "driver", "looked_up"), [
     ("in:#townhall latency alpha", lambda m: m.channel == "CGEN1" and _has(m, "latency") and _has(m, "alpha"),
-     "in:cgen1"),
-    ("from:@zoe beta has:reaction", lambda m: m.user == "UZOE3" and _has(m, "beta") and m.reactions, "from:uzoe3"),
+     "in:cgen1", set()),
+    ("from:@zoe beta has:reaction", lambda m: m.user == "UZOE3" and _has(m, "beta") and m.reactions, "from:uzoe3",
+     {"has:reaction"}),
 ])
-def test_an_in_or_a_from_drives_and_the_words_are_only_looked_up(client, archive, monkeypatch, q, predicate,
-                                                                   driver):
-    """A channel's or an author's postings of a day are read; the words and flags are looked up at those
-    messages' ts only (never read by day), so the messages confirmed are the answers, plus those an edit,
-    a deletion or a removed reaction made stale (postings are never deleted)."""
+def test_an_in_or_a_from_drives_and_the_words_are_decided_by_its_filters(client, archive, monkeypatch, q, predicate,
+                                                                          driver, looked_up):
+    """A channel's or an author's postings of a day are read; their terms filters drop the candidates without
+    the words (no word is read by day or looked up), and only flags, which change after the text is written,
+    are looked up at the candidates' ts. The messages confirmed are the answers, plus the filters' rare false
+    positives and those a deletion or a removed reaction made stale (postings are never deleted)."""
     meter = _Meter(monkeypatch)
     got = run_search(client, q, limit=50)
     expected = reference(archive, predicate)
     assert [(m["channel_id"], m["ts"]) for m in got] == expected and expected
-    assert set(meter.probes) == {driver} and meter.lookups
-    # The archive's 40 edited, 25 deleted and 60 reacted-to messages (a quarter of them un-reacted) may be stale.
-    assert len(expected) <= meter.confirmed <= len(expected) + 40 + 25 + 60, meter.confirmed
+    assert set(meter.probes) == {driver} and set(meter.lookups) == looked_up
+    # The archive's 25 deleted and 60 reacted-to messages (a quarter of them un-reacted) may be stale; the
+    # filters' false positives (about 0.6% a word) stay below 5.
+    assert len(expected) <= meter.confirmed <= len(expected) + 25 + 60 + 5, meter.confirmed
     everyone = [m for m in archive.values() if driver in (f"in:{m.channel.casefold()}", f"from:{m.user.casefold()}")]
     assert meter.confirmed < len(everyone) / 2  # a plan that confirmed every driving posting fails here
 
@@ -386,7 +400,8 @@ def test_an_in_or_a_from_drives_and_the_words_are_only_looked_up(client, archive
 def test_the_clause_that_keeps_fewest_candidates_is_looked_up_first(client, archive, monkeypatch):
     """Lookups go clause by clause; after the first days the clause that kept the fewest candidates goes first,
     so the days it empties read nothing more, whatever the query's order. Measured against the query's order
-    (the plan before), which looks a common word up on every day."""
+    (the plan before), which looks a common word up on every day. The words' terms filters are left unused, as
+    for postings written before schema 0310 (words are then looked up like flags)."""
     zoes = [m for m in archive.values() if m.user == "UZOE3" and not m.deleted]
     by_share = sorted(VOCAB[:10], key=lambda w: sum(_has(m, w) for m in zoes))
     common = "rolled"  # in 30% of the messages (the phrase "rolled back")
@@ -396,15 +411,16 @@ def test_the_clause_that_keeps_fewest_candidates_is_looked_up_first(client, arch
 
     def lookups(q: str) -> int:
         meter = _Meter(monkeypatch)
+        monkeypatch.setattr(search, "_filtered", lambda plan, found, day, todo, filters: todo)
         got = run_search(client, q, limit=50)
         assert [(m["channel_id"], m["ts"]) for m in got] == expected, q
         monkeypatch.undo()
-        return len(meter.lookups)
+        return meter.point_reads
 
     rare_first, common_first = lookups(f"{rare} {common} from:@zoe"), lookups(f"{common} {rare} from:@zoe")
     monkeypatch.setattr(search._Plan, "next_lookup", lambda self, left: left.pop(0))  # the query's order
     in_query_order = lookups(f"{common} {rare} from:@zoe")
-    assert common_first <= rare_first + 2, (common_first, rare_first)
+    assert common_first <= rare_first * 1.2, (common_first, rare_first)
     assert common_first < in_query_order, (common_first, in_query_order)
 
 
@@ -484,6 +500,26 @@ def test_an_edit_is_searchable_at_once_and_old_words_stop_matching(client, archi
     assert run_search(client, "unicornzebra") == []
 
 
+def test_a_late_older_edit_does_not_hide_the_newer_text_from_a_driven_search(client, archive):
+    """The author's and the channel's postings carry the filter of the text at the text's own time: an older
+    edit Slack delivers after a newer one (a retry) must not replace the newer text's filter, or a search driven
+    by from: or in: would drop the message for lacking its current words."""
+    ts = _ts(int((BASE + timedelta(days=DAYS + 3)).timestamp() * 1_000_000))
+    us = int(ts.replace(".", ""))
+    assert post_event(client, TEAM, msg("CRND2", ts, "quokka first", user="UANN1")).status_code == 200
+    assert post_event(client, TEAM, edit("CRND2", ts, "wombat second", "quokka first", _ts(us + 5_000_000),
+                                         user="UANN1")).status_code == 200
+    assert post_event(client, TEAM, edit("CRND2", ts, "platypus third", "quokka first", _ts(us + 2_000_000),
+                                         user="UANN1")).status_code == 200
+    try:
+        for q in ("from:@ann wombat", "in:#random wombat", "from:@ann in:#random second"):
+            assert [m["ts"] for m in run_search(client, q)] == [ts], q
+        for q in ("from:@ann platypus", "in:#random quokka", "wombat platypus"):
+            assert run_search(client, q) == [], q
+    finally:  # the archive's other tests know only the generated messages
+        assert post_event(client, TEAM, delete("CRND2", ts, _ts(us + 9_000_000))).status_code == 200
+
+
 # Message rows as the code before schema 0090 wrote them: no postings.
 OLD_UPSERT = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET msg_ts = ?, user_id = ?, text = ? "
@@ -539,3 +575,55 @@ def test_index_search_indexes_messages_stored_before_search_and_resumes(client, 
     assert run("--restart")["messages"] == 10
     assert len(search_old("fossil")) == 10 and len(search_old("fossil colda 2")) == 2
     assert CliRunner().invoke(cli, ["slack", "index-search"]).exit_code == 2
+
+
+# Postings as version 2 of index-search (and ingest before schema 0310) wrote them: no terms filter.
+V2_POSTING = Statement(
+    "INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id) VALUES (?, ?, ?, ?, ?)")
+V2_TERM_DAY = Statement("INSERT INTO slack_search_term_days (team_id, term, day) VALUES (?, ?, ?)")
+V2_DONE = Statement("UPDATE slack_search_backfill SET next_day = -1, messages = ?, version = 2 "
+                    "WHERE team_id = ? AND channel_id = ?")
+
+
+def test_postings_without_filters_are_looked_up_until_index_search_writes_the_filters(client, db, monkeypatch):
+    """A channel version 2 indexed (its author and channel postings without filters) is searched by lookups as
+    before; index-search version 3 walks it again writing only those postings, with filters; then its words
+    are no longer looked up. The answers are the same throughout."""
+    from api.slack import search_index, search_terms
+    team, channel = "TSEARCHV2", "CVTWO"
+    db.execute(OLD_INDEX, (team, channel, "vtwo"))
+    texts = ["walrus seal", "walrus otter", "seal otter", "walrus seal otter"]
+    stamps = []
+    for k, text in enumerate(texts):
+        us = int((BASE + timedelta(days=k // 2, hours=k)).timestamp() * 1_000_000)
+        day = us // 86_400_000_000
+        stamps.append(_ts(us))
+        db.execute(OLD_UPSERT, (us, _ts(us), "UVTWO", text, team, channel, day, us))
+        db.execute(OLD_DAY, (team, channel, day))
+        for term in [*search_terms.index_terms(text), "from:uvtwo", "in:cvtwo"]:
+            db.execute(V2_POSTING, (team, term, day, us, channel))
+            db.execute(V2_TERM_DAY, (team, term, day))
+    db.execute(V2_DONE, (len(texts), team, channel))
+    expected = {"from:UVTWO walrus seal": [stamps[3], stamps[0]], "in:#vtwo otter -walrus": [stamps[2]]}
+
+    def searched(q: str) -> tuple[list[str], list[str]]:
+        meter = _Meter(monkeypatch)
+        r = client.get(f"/slack/teams/{team}/search", headers=ALL, query_string={"q": q, "limit": 10})
+        assert r.status_code == 200, r.json
+        monkeypatch.undo()
+        return [m["ts"] for m in r.json["messages"]], meter.lookups
+
+    for q, want in expected.items():
+        got, lookups = searched(q)
+        assert got == want, q
+    assert set(searched("from:UVTWO walrus seal")[1]) == {"walrus", "seal"}  # no filter: the words are looked up
+    monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
+    result = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    # the author's and the channel's posting of each message (filters only), nothing else
+    assert json.loads(result.stdout)["messages"] == len(texts)
+    progress = search_index.progress(db, team)[channel]
+    assert (progress.version, progress.next_day, progress.filters_only) == (3, -1, True)
+    for q, want in expected.items():
+        got, lookups = searched(q)
+        assert got == want and lookups == [], q

@@ -1,0 +1,66 @@
+"""A message's text terms as a Bloom filter, carried on its author's and its channel's search postings.
+
+A search driven by `from:` or `in:` reads the author's (channel's) postings of a day; with each posting's filter
+it can drop, in memory, the candidates whose text certainly lacks a word or a mention of the query, instead of
+looking every word up in its own postings (a statement per term and day). A filter never says "absent" for a
+term the text has (no false negatives); it says "maybe" for about 0.6% of the terms it lacks (12 bits a term,
+4 hashes), and confirmation against the message row drops those. Only terms of the text are in it: flags
+(`has:reaction`, `is:thread`) change after the text is written, so they are always looked up.
+
+Layout: one byte (the number of hashes), then the bit array, little-endian. The array has 12 bits per term,
+rounded up to whole bytes, at least 64 bits: a 20-word message's filter is 31 bytes, the 2,000-term cap's 3 KB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+BITS_PER_TERM = 12
+HASHES = 4
+MIN_BITS = 64
+
+__all__ = ["build", "TermCheck"]
+
+
+def _hashes(term: str) -> tuple[int, int]:
+    digest = hashlib.blake2b(term.encode(), digest_size=16).digest()
+    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+
+
+def _mask(hashes: tuple[int, int], bits: int, count: int) -> int:
+    h1, h2 = hashes
+    mask = 0
+    for i in range(count):
+        mask |= 1 << ((h1 + i * h2) % bits)
+    return mask
+
+
+def build(terms: Iterable[str]) -> bytes:
+    """The filter of a message's text terms (search_terms.index_terms)."""
+    distinct = set(terms)
+    size = max(MIN_BITS, -(-len(distinct) * BITS_PER_TERM // 8) * 8)
+    bits = 0
+    for term in distinct:
+        bits |= _mask(_hashes(term), size, HASHES)
+    return bytes([HASHES]) + bits.to_bytes(size // 8, "little")
+
+
+class TermCheck:
+    """Whether a filter may hold one of a clause's terms (any of them will do), for many filters: each term's
+    masks are computed once per filter size."""
+
+    def __init__(self, terms: Iterable[str]) -> None:
+        self._hashes = [_hashes(term) for term in terms]
+        self._masks: dict[tuple[int, int], list[int]] = {}
+
+    def may_hold(self, term_filter: bytes) -> bool:
+        """False only if the text the filter was built from holds none of the terms."""
+        count, bits = term_filter[0], (len(term_filter) - 1) * 8
+        if not count or not bits:  # not a filter this module wrote: it proves nothing
+            return True
+        masks = self._masks.get((count, bits))
+        if masks is None:
+            masks = self._masks[(count, bits)] = [_mask(h, bits, count) for h in self._hashes]
+        value = int.from_bytes(term_filter[1:], "little")
+        return any(value & mask == mask for mask in masks)
