@@ -531,13 +531,18 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
                short_help="Index messages archived before search existed.")
 @_per_channel_options(dry_run="Read and count the messages and postings; write nothing.")
 @click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
-def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_run: bool, keyspace: str | None,
-                 progress: bool) -> None:
+@click.option("--filters-only", is_flag=True,
+              help="Channels this command never indexed (archived at ingest since schema 0180, words and flags "
+                   "indexed): write only their author and channel postings with the terms filters of schema 0310.")
+def index_search(team_id: str, channels: list[str] | None, restart: bool, filters_only: bool, dry_run: bool,
+                 keyspace: str | None, progress: bool) -> None:
     """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
     channel, newest day first. New messages are indexed at ingest; this is for archives stored before schema
-    0090. Progress is recorded after each day (table slack_search_backfill), so a stopped run resumes at the
-    day it reached; postings are insert-only, so indexing a day twice changes nothing. --team and each
-    --channels value must be Slack ids (else exit 2), of a workspace and channels in the archive (else exit 4).
+    0090, and brings channels an earlier version indexed up to date (0180's flags, 0310's filters). An archive
+    indexed at ingest since 0180 needs only the filters: --filters-only. Progress is recorded after each day
+    (table slack_search_backfill), so a stopped run resumes at the day it reached; postings are insert-only, so
+    indexing a day twice changes nothing. --team and each --channels value must be Slack ids (else exit 2), of
+    a workspace and channels in the archive (else exit 4).
 
     Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable, 4 unknown workspace or channel.
     """
@@ -545,7 +550,7 @@ def index_search(team_id: str, channels: list[str] | None, restart: bool, dry_ru
 
     def index(db: Any, channel_id: str, advance: Callable[[int], None]) -> dict[str, int]:
         found, written = search.index_channel(db, team_id, channel_id, dry_run=dry_run, restart=restart,
-                                              progress=advance)
+                                              filters_only=filters_only, progress=advance)
         return {"messages": found, "rows": written}
 
     _per_channel(team_id, channels, keyspace, progress, dry_run, ("messages", "rows"), index, item_bar="messages")

@@ -48,19 +48,26 @@ def build(terms: Iterable[str]) -> bytes:
 
 class TermCheck:
     """Whether a filter may hold one of a clause's terms (any of them will do), for many filters: each term's
-    masks are computed once per filter size."""
+    masks are computed once per filter layout (hash count, size)."""
 
     def __init__(self, terms: Iterable[str]) -> None:
         self._hashes = [_hashes(term) for term in terms]
         self._masks: dict[tuple[int, int], list[int]] = {}
 
+    def _masks_of(self, layout: tuple[int, int]) -> list[int]:
+        count, size = layout
+        bits = (size - 1) * 8
+        # Shifted past the first byte: the filter is read whole as one little-endian integer.
+        masks = [_mask(h, bits, count) << 8 for h in self._hashes] if count and bits else [0]
+        self._masks[layout] = masks
+        return masks
+
     def may_hold(self, term_filter: bytes) -> bool:
-        """False only if the text the filter was built from holds none of the terms."""
-        count, bits = term_filter[0], (len(term_filter) - 1) * 8
-        if not count or not bits:  # not a filter this module wrote: it proves nothing
-            return True
-        masks = self._masks.get((count, bits))
-        if masks is None:
-            masks = self._masks[(count, bits)] = [_mask(h, bits, count) for h in self._hashes]
-        value = int.from_bytes(term_filter[1:], "little")
+        """False only if the text the filter was built from holds none of the terms (a value this module did not
+        write proves nothing: True)."""
+        layout = (term_filter[0], len(term_filter))
+        masks = self._masks.get(layout) or self._masks_of(layout)
+        value = int.from_bytes(term_filter, "little")
+        if len(masks) == 1:  # a clause of one term (most): no generator
+            return value & masks[0] == masks[0]
         return any(value & mask == mask for mask in masks)

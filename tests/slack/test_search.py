@@ -571,7 +571,7 @@ def test_index_search_indexes_messages_stored_before_search_and_resumes(client, 
     assert run()["messages"] == 4  # COLDA is done: resumed, not redone; COLDB walked again for its flags
     assert [m["ts"] for m in search_old("has:reaction")] == [reacted]
     assert {m["channel_id"] for m in search_old("fossil")} == {"COLDA"}  # flags only: v1's words not rewritten
-    assert run()["messages"] == 0  # every channel at version 2
+    assert run()["messages"] == 0  # every channel at the current version
     assert run("--restart")["messages"] == 10
     assert len(search_old("fossil")) == 10 and len(search_old("fossil colda 2")) == 2
     assert CliRunner().invoke(cli, ["slack", "index-search"]).exit_code == 2
@@ -586,25 +586,29 @@ V2_DONE = Statement("UPDATE slack_search_backfill SET next_day = -1, messages = 
 
 
 def test_postings_without_filters_are_looked_up_until_index_search_writes_the_filters(client, db, monkeypatch):
-    """A channel version 2 indexed (its author and channel postings without filters) is searched by lookups as
-    before; index-search version 3 walks it again writing only those postings, with filters; then its words
-    are no longer looked up. The answers are the same throughout."""
+    """Channels whose author and channel postings have no filters (one version 2 of index-search indexed, one
+    indexed at ingest before schema 0310) are searched by lookups as before; index-search version 3 walks them
+    again writing only those postings, with filters (the first by its recorded version, the second by
+    --filters-only); then their words are no longer looked up. The answers are the same throughout."""
     from api.slack import search_index, search_terms
-    team, channel = "TSEARCHV2", "CVTWO"
-    db.execute(OLD_INDEX, (team, channel, "vtwo"))
-    texts = ["walrus seal", "walrus otter", "seal otter", "walrus seal otter"]
-    stamps = []
-    for k, text in enumerate(texts):
-        us = int((BASE + timedelta(days=k // 2, hours=k)).timestamp() * 1_000_000)
-        day = us // 86_400_000_000
-        stamps.append(_ts(us))
-        db.execute(OLD_UPSERT, (us, _ts(us), "UVTWO", text, team, channel, day, us))
-        db.execute(OLD_DAY, (team, channel, day))
-        for term in [*search_terms.index_terms(text), "from:uvtwo", "in:cvtwo"]:
-            db.execute(V2_POSTING, (team, term, day, us, channel))
-            db.execute(V2_TERM_DAY, (team, term, day))
-    db.execute(V2_DONE, (len(texts), team, channel))
-    expected = {"from:UVTWO walrus seal": [stamps[3], stamps[0]], "in:#vtwo otter -walrus": [stamps[2]]}
+    team = "TSEARCHV2"
+    texts = ["walrus seal", "walrus otter", "seal otter", "walrus seal otter"]  # two a day, on two days
+    stamps: dict[str, list[str]] = {}
+    for channel, user in (("CVTWO", "UVTWO"), ("CVING", "UVING")):
+        db.execute(OLD_INDEX, (team, channel, channel.lower()))
+        for k, text in enumerate(texts):
+            us = int((BASE + timedelta(days=k // 2, hours=k)).timestamp() * 1_000_000)
+            day = us // 86_400_000_000
+            stamps.setdefault(channel, []).append(_ts(us))
+            db.execute(OLD_UPSERT, (us, _ts(us), user, text, team, channel, day, us))
+            db.execute(OLD_DAY, (team, channel, day))
+            for term in [*search_terms.index_terms(text), f"from:{user.casefold()}", f"in:{channel.casefold()}"]:
+                db.execute(V2_POSTING, (team, term, day, us, channel))
+                db.execute(V2_TERM_DAY, (team, term, day))
+    db.execute(V2_DONE, (len(texts), team, "CVTWO"))
+    expected = {q: want for channel, user in (("CVTWO", "UVTWO"), ("CVING", "UVING")) for q, want in (
+        (f"from:{user} walrus seal", [stamps[channel][3], stamps[channel][0]]),
+        (f"in:#{channel.lower()} otter -walrus", [stamps[channel][2]]))}
 
     def searched(q: str) -> tuple[list[str], list[str]]:
         meter = _Meter(monkeypatch)
@@ -614,16 +618,18 @@ def test_postings_without_filters_are_looked_up_until_index_search_writes_the_fi
         return [m["ts"] for m in r.json["messages"]], meter.lookups
 
     for q, want in expected.items():
-        got, lookups = searched(q)
-        assert got == want, q
+        assert searched(q)[0] == want, q
     assert set(searched("from:UVTWO walrus seal")[1]) == {"walrus", "seal"}  # no filter: the words are looked up
     monkeypatch.setenv("CHRONICLE_KEYSPACE", db.keyspace)
-    result = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress"])
+    result = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress", "--filters-only"])
     assert result.exit_code == 0, result.output
-    # the author's and the channel's posting of each message (filters only), nothing else
-    assert json.loads(result.stdout)["messages"] == len(texts)
-    progress = search_index.progress(db, team)[channel]
-    assert (progress.version, progress.next_day, progress.filters_only) == (3, -1, True)
+    # per channel: the author's and the channel's posting of each message, and those two terms' listing of each
+    # of the 2 days (this process had not written them); no word, no flag
+    assert json.loads(result.stdout)["messages"] == 2 * len(texts)
+    assert json.loads(result.stdout)["rows"] == 2 * (2 * len(texts) + 2 * 2)
+    for channel in ("CVTWO", "CVING"):
+        progress = search_index.progress(db, team)[channel]
+        assert (progress.version, progress.next_day, progress.filters_only) == (3, -1, True), channel
     for q, want in expected.items():
         got, lookups = searched(q)
         assert got == want and lookups == [], q
