@@ -17,7 +17,7 @@ from api.activity import codec, dirty, service
 from api.erasure import ledger, proof, rules
 from api.erasure import slack as erasure
 from api.retention import policies
-from api.slack import events, messages, payloads, search
+from api.slack import events, messages, payloads, search, search_index, search_terms, term_filter
 from api.slack.codec import compress_json, decode_json, decompress_json
 from api.slack.files import LocalStore, object_key
 from api.slack.reports import service as reports
@@ -204,6 +204,16 @@ def test_an_erased_person_leaves_no_trace_in_any_table_and_everyone_else_stays_w
         hits = search.search(db, team, word).hits
         assert (word == "former") == bool(hits), word  # the neutral name is found where it now stands
     assert [h.message.ts for h in search.search(db, team, "has:reaction").hits] == [_us(w["bob_both"])]
+    # Ann's author and channel postings carry the rewritten text's terms filter: the mention is out of it, the
+    # words still in (search.search above found the message by word; here the filter itself).
+    mention_terms = search_terms.references(f"<@{PERSON}>")
+    for term in (search_index.author_term(ANN), search_index.channel_term("CERB")):
+        posting = {r.ts: r for r in search_index.start_postings(
+            db, team, term, _us(w["mention"]) // 86_400_000_000, below=2**63 - 1, at_least=0, limit=100).result()}
+        terms_filter = posting[_us(w["mention"])].terms_filter
+        assert not term_filter.TermCheck(sorted(mention_terms)).may_hold(terms_filter), term
+        assert term_filter.TermCheck(["zqannmention"]).may_hold(terms_filter), term
+        assert term_filter.TermCheck(["former"]).may_hold(terms_filter), term
     with pytest.raises(FileNotFoundError):
         files.open(object_key(team, "CERA", _us(w["post_file"]), "FERASE1"))
     ann_days = service.read(db, archive, ANN, [DAY], contiguous=False, summary=False)
