@@ -524,7 +524,12 @@ def _message_changed(r: _Reader, channel_id: str, channel_type: str | None) -> M
     thread = new.get("thread_ts") if isinstance(new.get("thread_ts"), str) else prev.get("thread_ts")
     message = _new_message(r, channel_id, {**new, "ts": ts, "thread_ts": thread}, "event.message")
     edited = _dict(new.get("edited"))
-    if isinstance(edited.get("ts"), str):
+    prev_text = _str(prev.get("text"))
+    text_changed = message.text is not None and message.text != prev_text
+    # A text change is written at its edit's time. Any other change (an unfurl, a reply count) at the event's own:
+    # it may still carry the last edit's `edited.ts`, and written at that time it would tie with the edit's own
+    # write, each cell kept by value (the edit's content could outsort the unfurl's attachments and win).
+    if isinstance(edited.get("ts"), str) and (text_changed or not isinstance(ev.get("ts"), str)):
         at = ts_to_us(edited["ts"])
     elif isinstance(ev.get("ts"), str):
         at = ts_to_us(ev["ts"])
@@ -532,8 +537,7 @@ def _message_changed(r: _Reader, channel_id: str, channel_type: str | None) -> M
         at = r.event_us()
     at = max(at, message.ts + 1)  # an edit is never older than the message it edits
     versions: list[tuple[int, str]] = []
-    prev_text = _str(prev.get("text"))
-    if message.text is not None and message.text != prev_text:
+    if text_changed:
         versions.append((at, message.text))
         if prev_text is not None:
             prev_edited = _dict(prev.get("edited"))

@@ -537,6 +537,7 @@ class _Budget:
         self.left = rows
         self.spent = 0
         self.progressed = False
+        self.held = 0  # of `left`, what the candidates waiting to be confirmed will cost: not for reading days
 
     def spend(self, n: int) -> None:
         self.left -= n
@@ -715,9 +716,10 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
             yield day, found[day], None
             continue
         # No clause fits: read the day as far as the budget allows (at least one row past the probe per term).
-        if budget.left < terms * (PROBE + 1) and budget.progressed:
+        free = budget.left - budget.held
+        if free < terms * (PROBE + 1) and budget.progressed:
             return  # nothing of this day is answered: the page resumes at its top
-        limit = min(search_index.WHOLE, max(PROBE + 1, budget.left // terms))
+        limit = min(search_index.WHOLE, max(PROBE + 1, free // terms))
         clauses = _read_day(plan, day, start, limit)
         budget.spend(sum(len(rows) for alternatives in clauses for rows in alternatives))
         cut: int | None = None
@@ -804,7 +806,9 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
                 want = max(32, 2 * (limit + 1 - len(hits)))
                 waiting = sum(len(c) for _d, c, _cut in pending)
                 if waiting < want and cut is None and budget.left >= (waiting + want) * CONFIRM_COST + probe_cost:
+                    budget.held = waiting * CONFIRM_COST
                     continue
+            budget.held = 0
             if not pending:
                 break
             queued = [(d, c) for d, candidates_of_day, _cut in pending for c in candidates_of_day]
@@ -854,10 +858,12 @@ def index_channel(db: Database, team_id: str, channel_id: str, *, dry_run: bool 
     again from the newest day writing only what it lacks: version 1's the flags and those two postings
     (`flags_only`), version 2's those two postings (`filters_only`); one left unfinished is indexed again whole
     (or, left by version 2 in its flags-only walk, walked again flags-only). `filters_only`: a channel never
-    indexed here (or `restart`) is known to have its words and flags (archived at ingest since schema 0180)."""
-    state = None if restart else search_index.progress(db, team_id).get(channel_id)
+    indexed here is known to have its words and flags (archived at ingest since schema 0180); a channel this
+    command indexed is brought up to date by its recorded version whatever `filters_only` says."""
+    recorded = search_index.progress(db, team_id).get(channel_id)
+    state = None if restart else recorded
     next_day, total, flags_only = LAST_DAY, 0, False
-    filters_only = filters_only and state is None
+    filters_only = filters_only and recorded is None
     if state is not None and state.version == search_index.BACKFILL_VERSION:
         next_day, total, flags_only, filters_only = (state.next_day, state.messages, state.flags_only,
                                                      state.filters_only)

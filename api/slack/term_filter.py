@@ -7,8 +7,15 @@ term the text has (no false negatives); it says "maybe" for about 0.6% of the te
 4 hashes), and confirmation against the message row drops those. Only terms of the text are in it: flags
 (`has:reaction`, `is:thread`) change after the text is written, so they are always looked up.
 
-Layout: one byte (the number of hashes), then the bit array, little-endian. The array has 12 bits per term,
-rounded up to whole bytes, at least 64 bits: a 20-word message's filter is 31 bytes, the 2,000-term cap's 3 KB.
+Layout: one byte (the format, 1, in the high half; the number of hashes in the low half), two bytes of the
+number of terms (big-endian), then the bit array, little-endian. The array has 12 bits per term, rounded up to
+whole bytes, at least 64 bits: a 20-word message's filter is 33 bytes, the 2,000-term cap's 3 KB. A value of
+another format proves nothing (every check passes): the format can change without a false negative.
+
+Why the count leads: two writes of one message at the same write time (a live post and a history import of it with
+attachments the live side never got) leave Cassandra to keep the greater value of each cell. The message row then
+keeps the larger content, and with the count first the filter kept is the one of more terms, the richer version's,
+not whichever bit pattern sorts higher.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from collections.abc import Iterable
 BITS_PER_TERM = 12
 HASHES = 4
 MIN_BITS = 64
+FORMAT = 1
+_HEADER = 3  # bytes before the bit array: the number of hashes, the number of terms
 
 __all__ = ["build", "TermCheck"]
 
@@ -43,7 +52,8 @@ def build(terms: Iterable[str]) -> bytes:
     bits = 0
     for term in distinct:
         bits |= _mask(_hashes(term), size, HASHES)
-    return bytes([HASHES]) + bits.to_bytes(size // 8, "little")
+    header = bytes([FORMAT << 4 | HASHES]) + min(len(distinct), 0xFFFF).to_bytes(2, "big")
+    return header + bits.to_bytes(size // 8, "little")
 
 
 class TermCheck:
@@ -55,17 +65,18 @@ class TermCheck:
         self._masks: dict[tuple[int, int], list[int]] = {}
 
     def _masks_of(self, layout: tuple[int, int]) -> list[int]:
-        count, size = layout
-        bits = (size - 1) * 8
-        # Shifted past the first byte: the filter is read whole as one little-endian integer.
-        masks = [_mask(h, bits, count) << 8 for h in self._hashes] if count and bits else [0]
+        first, size = layout
+        count, bits = first & 0x0F, (size - _HEADER) * 8
+        known = first >> 4 == FORMAT and count and bits > 0
+        # Shifted past the header: the filter is read whole as one little-endian integer.
+        masks = [_mask(h, bits, count) << (8 * _HEADER) for h in self._hashes] if known else [0]
         self._masks[layout] = masks
         return masks
 
     def may_hold(self, term_filter: bytes) -> bool:
         """False only if the text the filter was built from holds none of the terms (a value this module did not
         write proves nothing: True)."""
-        layout = (term_filter[0], len(term_filter))
+        layout = (term_filter[0] if term_filter else 0, len(term_filter))
         masks = self._masks.get(layout) or self._masks_of(layout)
         value = int.from_bytes(term_filter, "little")
         if len(masks) == 1:  # a clause of one term (most): no generator

@@ -520,6 +520,30 @@ def test_a_late_older_edit_does_not_hide_the_newer_text_from_a_driven_search(cli
         assert post_event(client, TEAM, delete("CRND2", ts, _ts(us + 9_000_000))).status_code == 200
 
 
+def test_an_unfurl_at_the_edit_time_leaves_its_words_findable_by_a_driven_search(client, archive):
+    """An edit adds a link; Slack's unfurl then arrives as another message_changed whose message still carries the
+    edit's `edited.ts`. Written at that time, it tied with the edit's write, and Cassandra kept the greater value
+    of each cell: the edit's content (`{"edited":...}` sorts after `{"attachments":...}`), so the row lost the
+    unfurl and no search found its words. A change that is not a text change is written at its event's time."""
+    ts = _ts(int((BASE + timedelta(days=DAYS + 4)).timestamp() * 1_000_000))
+    us = int(ts.replace(".", ""))
+    first, linked = "look here", "look here <https://example.org/q3|q3 plan>"
+    edited_at, unfurled_at = _ts(us + 5_000_000), _ts(us + 9_000_000)
+    unfurl = edit("CRND2", ts, linked, linked, unfurled_at, user="UANN1", prev_edited=edited_at, attachments=[{
+        "id": 1, "from_url": "https://example.org/q3", "original_url": "https://example.org/q3",
+        "service_name": "example.org", "title": "Narwhal roadmap", "title_link": "https://example.org/q3",
+        "text": "Quarterly planning of the narwhal project", "fallback": "example.org: Narwhal roadmap"}])
+    unfurl["message"]["edited"] = {"user": "UANN1", "ts": edited_at}
+    assert post_event(client, TEAM, msg("CRND2", ts, first, user="UANN1")).status_code == 200
+    assert post_event(client, TEAM, edit("CRND2", ts, linked, first, edited_at, user="UANN1")).status_code == 200
+    assert post_event(client, TEAM, unfurl).status_code == 200
+    try:
+        for q in ("narwhal", "from:@ann narwhal", "in:#random narwhal quarterly", "from:@ann in:#random q3"):
+            assert [m["ts"] for m in run_search(client, q)] == [ts], q
+    finally:  # the archive's other tests know only the generated messages
+        assert post_event(client, TEAM, delete("CRND2", ts, _ts(us + 20_000_000))).status_code == 200
+
+
 # Message rows as the code before schema 0090 wrote them: no postings.
 OLD_UPSERT = Statement(
     "UPDATE slack_messages USING TIMESTAMP ? SET msg_ts = ?, user_id = ?, text = ? "
