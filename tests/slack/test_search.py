@@ -630,6 +630,17 @@ def test_postings_without_filters_are_looked_up_until_index_search_writes_the_fi
                 db.execute(V2_POSTING, (team, term, day, us, channel))
                 db.execute(V2_TERM_DAY, (team, term, day))
     db.execute(V2_DONE, (len(texts), team, "CVTWO"))
+    # A channel version 1 finished (words only, no flags): --filters-only must not skip its flags.
+    one_us = int((BASE + timedelta(hours=3)).timestamp() * 1_000_000)
+    db.execute(OLD_INDEX, (team, "CVONE", "vone"))
+    db.execute(OLD_UPSERT, (one_us, _ts(one_us), "UVONE", "narwhal tusk", team, "CVONE", one_us // 86_400_000_000,
+                            one_us))
+    db.execute(OLD_REACT, ({("tada", "UVTWO")}, team, "CVONE", one_us // 86_400_000_000, one_us))
+    db.execute(OLD_DAY, (team, "CVONE", one_us // 86_400_000_000))
+    for term in [*search_terms.index_terms("narwhal tusk"), "from:uvone", "in:cvone"]:
+        db.execute(V2_POSTING, (team, term, one_us // 86_400_000_000, one_us, "CVONE"))
+        db.execute(V2_TERM_DAY, (team, term, one_us // 86_400_000_000))
+    db.execute(V1_DONE, (1, team, "CVONE"))
     expected = {q: want for channel, user in (("CVTWO", "UVTWO"), ("CVING", "UVING")) for q, want in (
         (f"from:{user} walrus seal", [stamps[channel][3], stamps[channel][0]]),
         (f"in:#{channel.lower()} otter -walrus", [stamps[channel][2]]))}
@@ -648,12 +659,16 @@ def test_postings_without_filters_are_looked_up_until_index_search_writes_the_fi
     result = CliRunner().invoke(cli, ["slack", "index-search", "--team", team, "--no-progress", "--filters-only"])
     assert result.exit_code == 0, result.output
     # per channel: the author's and the channel's posting of each message, and those two terms' listing of each
-    # of the 2 days (this process had not written them); no word, no flag
-    assert json.loads(result.stdout)["messages"] == 2 * len(texts)
-    assert json.loads(result.stdout)["rows"] == 2 * (2 * len(texts) + 2 * 2)
+    # of the 2 days (this process had not written them); no word, no flag. CVONE: its message's two postings,
+    # its has:reaction posting and the three terms' listing of its day.
+    assert json.loads(result.stdout)["messages"] == 2 * len(texts) + 1
+    assert json.loads(result.stdout)["rows"] == 2 * (2 * len(texts) + 2 * 2) + 3 + 3
     for channel in ("CVTWO", "CVING"):
         progress = search_index.progress(db, team)[channel]
         assert (progress.version, progress.next_day, progress.filters_only) == (3, -1, True), channel
+    progress = search_index.progress(db, team)["CVONE"]
+    assert (progress.version, progress.flags_only, progress.filters_only) == (3, True, False)
+    assert searched("has:reaction")[0] == [_ts(one_us)]  # version 1 wrote no flags: this run did
     for q, want in expected.items():
         got, lookups = searched(q)
         assert got == want and lookups == [], q
