@@ -533,7 +533,8 @@ def analytics_rebuild(team_id: str, channels: list[str] | None, dry_run: bool, k
 @click.option("--restart", is_flag=True, help="Index every day again instead of resuming where the last run stopped.")
 @click.option("--filters-only", is_flag=True,
               help="Channels this command never indexed (archived at ingest since schema 0180, words and flags "
-                   "indexed): write only their author and channel postings with the terms filters of schema 0310.")
+                   "indexed): write only their author and channel postings with the terms filters of schema 0310. "
+                   "A channel it indexed follows its recorded version (with --restart: indexed again whole).")
 def index_search(team_id: str, channels: list[str] | None, restart: bool, filters_only: bool, dry_run: bool,
                  keyspace: str | None, progress: bool) -> None:
     """Write the search postings (docs/slack-search.md) of every stored message of a workspace, channel by
