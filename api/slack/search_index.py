@@ -76,17 +76,6 @@ def channel_term(channel_id: str) -> str:
     return f"in:{channel_id.casefold()}"
 
 
-def message_terms(channel_id: str, user_id: str | None, text: str | None, flags: Iterable[str] = ()) -> list[str]:
-    """Every term one message is found by: its text's (search_terms.index_terms), its author, its channel, and
-    the has:/is: flags that hold for it (`flag_terms`)."""
-    terms = search_terms.index_terms(text)
-    if user_id:
-        terms.append(author_term(user_id))
-    terms.append(channel_term(channel_id))
-    terms.extend(flags)
-    return terms
-
-
 def driving_terms(channel_id: str, user_id: str | None) -> list[str]:
     """The terms whose postings carry the message's terms filter: its author's and its channel's."""
     return [author_term(user_id), channel_term(channel_id)] if user_id else [channel_term(channel_id)]
