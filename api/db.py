@@ -29,7 +29,14 @@ from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     TokenAwarePolicy,
 )
-from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement, named_tuple_factory
+from cassandra.query import (
+    BatchStatement,
+    BatchType,
+    PreparedStatement,
+    SimpleStatement,
+    named_tuple_factory,
+    tuple_factory,
+)
 
 from api import metrics
 from api.caches import Caches
@@ -102,6 +109,9 @@ def _row_type(colnames: tuple[str, ...]) -> type:
     return type(named_tuple_factory(list(colnames), [(None,) * len(colnames)])[0])
 
 
+_TUPLES = "tuples"  # the execution profile of statements declared with tuples=True
+
+
 def named_tuple_rows(colnames: Sequence[str], rows: Sequence[tuple]) -> list[Any]:
     """The driver's named-tuple rows, with one class per column list and process."""
     return list(map(_row_type(tuple(colnames))._make, rows))
@@ -165,23 +175,24 @@ class Database:
     # -- connection -------------------------------------------------------------------------------
     def _build_cluster(self) -> Cluster:
         s = self.settings
-        profile = ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
-            consistency_level=s.read_consistency,
-            request_timeout=s.request_timeout,
-            row_factory=named_tuple_rows,
-            # A replica that stops answering (a long GC pause, a frozen VM) is asked around after
-            # `speculative_delay`; the driver only does this for statements marked idempotent.
-            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(
-                delay=s.speculative_delay, max_attempts=s.speculative_attempts)
-            if s.speculative_attempts > 0 else None,
-        )
+        def profile(row_factory: Callable[..., Any]) -> ExecutionProfile:
+            return ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+                consistency_level=s.read_consistency,
+                request_timeout=s.request_timeout,
+                row_factory=row_factory,
+                # A replica that stops answering (a long GC pause, a frozen VM) is asked around after
+                # `speculative_delay`; the driver only does this for statements marked idempotent.
+                speculative_execution_policy=ConstantSpeculativeExecutionPolicy(
+                    delay=s.speculative_delay, max_attempts=s.speculative_attempts)
+                if s.speculative_attempts > 0 else None,
+            )
         return Cluster(
             s.contact_points,
             port=s.cassandra_port,
             protocol_version=s.protocol_version,
             connection_class=LibevConnection,
-            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile(named_tuple_rows), _TUPLES: profile(tuple_factory)},
             connect_timeout=s.connect_timeout,
             control_connection_timeout=s.connect_timeout,
             # A node that comes back is used again within a second, not after minutes of backoff.
@@ -310,7 +321,8 @@ class Database:
         started = time.perf_counter()
         try:
             result = self.session.execute(bound, paging_state=paging_state,
-                                          timeout=timeout or self.settings.request_timeout)
+                                          timeout=timeout or self.settings.request_timeout,
+                                          execution_profile=_TUPLES if statement.tuples else EXEC_PROFILE_DEFAULT)
         except Exception as exc:
             metrics.CASSANDRA_ERRORS.labels(statement.name, type(exc).__name__).inc()
             raise
@@ -348,7 +360,8 @@ class Database:
 
     def execute_async(self, statement: Statement, params: Sequence[Any] | Mapping[str, Any] = ()
                       ) -> ResponseFuture:
-        future = self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout)
+        future = self.session.execute_async(self._bind(statement, params), timeout=self.settings.request_timeout,
+                                            execution_profile=_TUPLES if statement.tuples else EXEC_PROFILE_DEFAULT)
         if id(statement) in self._versioned:
             self._advance_later(future, [(statement, params)])
         return future

@@ -22,7 +22,8 @@ class Statement:
     """
 
     def __init__(self, cql: str, *, name: str | None = None, consistency: int | None = None,
-                 idempotent: bool = True, unpaged: bool = False, many_partitions: bool = False) -> None:
+                 idempotent: bool = True, unpaged: bool = False, many_partitions: bool = False,
+                 tuples: bool = False) -> None:
         self.cql = " ".join(cql.split())
         table = _TABLE_RE.search(self.cql)
         self.table = table.group(1) if table else None  # the one table it touches (checked by a test)
@@ -34,6 +35,9 @@ class Statement:
         # `IN ?` on the partition key of a write: one statement over many partitions (each a mutation of its own on
         # the node, as in a batch), never put into a batch of others (the node's batch thresholds count them).
         self.many_partitions = many_partitions
+        # Rows as plain tuples, for reads of thousands of small rows: making a named tuple of each costs about a
+        # third of what decoding it does.
+        self.tuples = tuples
         # DDL never goes through Statement, so IF here is always a lightweight transaction.
         self.conditional = _CONDITIONAL_RE.search(self.cql) is not None
 

@@ -120,6 +120,22 @@ def test_the_node_sees_no_use_keyspace_ambiguity(db: Database):
     assert not result.response_future.warnings
 
 
+def test_a_statement_declared_with_tuples_reads_plain_tuples_and_the_others_named_rows(db: Database):
+    """The search's bulk posting reads skip the named tuple per row; every other statement keeps named rows."""
+    from api.db import Statement
+
+    team = f"TTUP{secrets.token_hex(3)}"
+    db.execute(Statement("INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id) "
+                         "VALUES (?, ?, ?, ?, ?)"), (team, "word", 5, 7, "C1"))
+    cql = "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ?"
+    plain = list(db.execute_async(Statement(cql, tuples=True), (team, "word", [5])).result())
+    named = list(db.execute(Statement(cql), (team, "word", [5])))
+    assert plain == named == [(5, 7, "C1")]
+    assert type(plain[0]) is tuple
+    assert named[0].ts == 7 and type(named[0]) is not tuple
+    assert [type(r) for r in db.execute(Statement(cql, tuples=True), (team, "word", [5]))] == [tuple]
+
+
 def test_lightweight_transactions_are_never_sent_twice_at_once(db: Database):
     """Speculative execution asks a second replica for idempotent statements only: an LWT sent twice could
     answer "not applied" for its own applied claim."""

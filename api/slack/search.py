@@ -443,8 +443,10 @@ class _Plan:
     lo_us: int
     hi_us: int                                # exclusive
     denied: frozenset[str]                    # channels whose messages this reader may not see
-    # clause -> its check against a posting's terms filter: the clauses of text terms (words, mentions)
-    checks: dict[int, term_filter.TermCheck] = dataclasses.field(default_factory=dict)
+    # the clauses of text terms (words, mentions): those a posting's terms filter can decide
+    checkable: frozenset[int] = frozenset()
+    # clauses -> their check against a terms filter, made once a request
+    checks: dict[tuple[int, ...], term_filter.TermCheck] = dataclasses.field(default_factory=dict)
     # clause -> [candidates looked up, kept] in this request: later stages look the most selective clause up
     # first, so the days it empties read nothing more
     survival: dict[int, list[int]] = dataclasses.field(default_factory=dict)
@@ -458,6 +460,13 @@ class _Plan:
         best = min(left, key=lambda i: (kept(i), left.index(i)))
         left.remove(best)
         return best
+
+    def check(self, clauses: tuple[int, ...]) -> term_filter.TermCheck:
+        """The check of a terms filter against every clause of `clauses` (of `checkable`)."""
+        found = self.checks.get(clauses)
+        if found is None:
+            found = self.checks[clauses] = term_filter.TermCheck(*(self.clauses[i] for i in clauses))
+        return found
 
 
 def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, tz_name: str | None) -> _Plan:
@@ -492,10 +501,10 @@ def _resolve(db: Database, team_id: str, query: Query, *, allow_private: bool, t
     tz = zone(tz_name)
     lo_us = window(query.first, tz)[0] if query.first else 0
     hi_us = window(query.last, tz)[1] if query.last else _MAX_US
-    checks = {i: term_filter.TermCheck(clause) for i, clause in enumerate(unique)
-              if not any(term.startswith(("from:", "in:")) or term in search_index.FLAGS for term in clause)}
+    checkable = frozenset(i for i, clause in enumerate(unique) if not any(
+        term.startswith(("from:", "in:")) or term in search_index.FLAGS for term in clause))
     return _Plan(db, team_id, query, unique, query.words, query.excluded, references, authors, in_ids, lo_us, hi_us,
-                 frozenset() if allow_private else found.private, checks)
+                 frozenset() if allow_private else found.private, checkable)
 
 
 def _confirmed(plan: _Plan, row: Any) -> bool:
@@ -556,9 +565,17 @@ def _read_day(plan: _Plan, day: int, start: Position, limit: int) -> list[list[l
     return [[[(r.ts, r.channel_id) for r in future.result()] for future in alternatives] for alternatives in futures]
 
 
+def _kept_in_order(plan: _Plan, day: int, start: Position, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Of one term's postings of a day (newest first, as the partition holds them), those this reader may see
+    after `start`."""
+    denied = plan.denied
+    if day == start.day:
+        return [c for c in rows if c[1] not in denied and start.before(*c)]
+    return [c for c in rows if c[1] not in denied] if denied else rows
+
+
 def _kept(plan: _Plan, day: int, start: Position, rows: set[tuple[int, str]]) -> list[tuple[int, str]]:
-    kept = [c for c in rows if c[1] not in plan.denied and (day != start.day or start.before(*c))]
-    return sorted(kept, key=lambda c: (-c[0], c[1]))
+    return sorted(_kept_in_order(plan, day, start, list(rows)), key=lambda c: (-c[0], c[1]))
 
 
 # Terms of an in:, a from: or a mention: a channel's, an author's or a mention's postings of a day are few, so
@@ -588,10 +605,17 @@ def _probes(plan: _Plan, days: list[int], start: Position, indexes: list[int], b
                     limit=PROBE)))
     out: dict[int, dict[int, Rows]] = {day: {i: [[] for _term in plan.clauses[i]] for i in indexes} for day in days}
     for i, j, day, future in futures:
-        for r in future.result():
-            out[r.day if day is None else day][i][j].append((r.ts, r.channel_id))
-            if r.terms_filter is not None:
-                filters[(r.ts, r.channel_id)] = r.terms_filter
+        # Rows come a partition (day) after another: the list they go to changes once a day, not once a row.
+        at, into = None, None
+        for row_day, ts, channel_id, terms_filter in future.result():
+            if day is not None:
+                row_day = day
+            if row_day != at:
+                at, into = row_day, out[row_day][i][j]
+            key = (ts, channel_id)
+            into.append(key)
+            if terms_filter is not None:
+                filters[key] = terms_filter
     budget.spend(sum(len(rows) for by_clause in out.values() for alternatives in by_clause.values()
                      for rows in alternatives))
     return out
@@ -607,25 +631,15 @@ def _filtered(plan: _Plan, found: dict[int, list[tuple[int, str]]], day: int, to
     """Drop the day's candidates whose terms filter says their text lacks a word or mention clause of `todo`;
     returns the clauses still to look up: all of them while a candidate has no filter (a posting written before
     schema 0310), else those of flags, authors and channels only."""
-    decided = [i for i in todo if i in plan.checks]
+    decided = tuple(i for i in todo if i in plan.checkable)
     if not decided:
         return todo
-    checks = [plan.checks[i].may_hold for i in decided]
-    unknown = False
-    kept = []
-    for candidate in found[day]:
-        candidate_filter = filters.get(candidate)
-        if candidate_filter is None:
-            unknown = True
-            kept.append(candidate)
-            continue
-        for may_hold in checks:
-            if not may_hold(candidate_filter):
-                break
-        else:
-            kept.append(candidate)
-    found[day] = kept
-    return todo if unknown else [i for i in todo if i not in decided]
+    may_hold = plan.check(decided).may_hold
+    get = filters.get
+    found[day] = kept = [c for c in found[day] if (candidate_filter := get(c)) is None or may_hold(candidate_filter)]
+    if any(get(c) is None for c in kept):
+        return todo
+    return [i for i in todo if i not in decided]
 
 
 def _lookup_packs(ts_of: dict[int, list[int]]) -> list[tuple[list[int], list[int]]]:
@@ -706,8 +720,12 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
     todo: dict[int, list[int]] = {}
     for day in days:
         if fitting := _fitting(probed[day]):
-            whole = set.intersection(*({row for rows in probed[day][i] for row in rows} for i in fitting))
-            found[day] = _kept(plan, day, start, whole)
+            only = probed[day][fitting[0]]
+            if len(fitting) == 1 and len(only) == 1:  # one term known whole (a from: or an in:): already in order
+                found[day] = _kept_in_order(plan, day, start, only[0])
+            else:
+                whole = set.intersection(*({row for rows in probed[day][i] for row in rows} for i in fitting))
+                found[day] = _kept(plan, day, start, whole)
             todo[day] = _filtered(plan, found, day, [i for i in every if i not in fitting], filters)
     _look_up(plan, found, todo, budget)
     terms = _terms(plan)

@@ -41,11 +41,11 @@ INSERT_TERM_DAY = Statement("INSERT INTO slack_search_term_days (team_id, term, 
 SELECT_TERM_DAYS = Statement(
     "SELECT day FROM slack_search_term_days WHERE team_id = ? AND term = ? AND day <= ? AND day >= ? LIMIT ?")
 SELECT_POSTINGS = Statement(
-    "SELECT ts, channel_id, terms_filter FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? "
+    "SELECT day, ts, channel_id, terms_filter FROM slack_search_postings WHERE team_id = ? AND term = ? AND day = ? "
     "AND ts < ? AND ts >= ? LIMIT ?")
 SELECT_POSTINGS_OF_DAYS = Statement(
     "SELECT day, ts, channel_id, terms_filter FROM slack_search_postings WHERE team_id = ? AND term = ? "
-    "AND day IN ? AND ts < ? AND ts >= ? PER PARTITION LIMIT ? LIMIT ?", unpaged=True)
+    "AND day IN ? AND ts < ? AND ts >= ? PER PARTITION LIMIT ? LIMIT ?", unpaged=True, tuples=True)
 # Several days' candidates in one read: every ts is looked for in every day's partition (days x ts point reads,
 # kept to LOOKUP), worth it when a day has few candidates left (after the filters) and a statement costs more
 # than a point read.

@@ -57,28 +57,36 @@ def build(terms: Iterable[str]) -> bytes:
 
 
 class TermCheck:
-    """Whether a filter may hold one of a clause's terms (any of them will do), for many filters: each term's
-    masks are computed once per filter layout (hash count, size)."""
+    """Whether a filter may hold a term of each of some clauses (any term of a clause will do), for many filters:
+    the masks are computed once per filter layout (format and hash count, size), and the clauses of one term
+    (most) share one mask, so a filter is tested by one integer comparison."""
 
-    def __init__(self, terms: Iterable[str]) -> None:
-        self._hashes = [_hashes(term) for term in terms]
-        self._masks: dict[tuple[int, int], list[int]] = {}
+    def __init__(self, *clauses: Iterable[str]) -> None:
+        self._clauses = [[_hashes(term) for term in clause] for clause in clauses]
+        # layout -> (the mask of every one-term clause, the masks of each clause of several terms)
+        self._masks: dict[tuple[int, int], tuple[int, list[list[int]]]] = {}
 
-    def _masks_of(self, layout: tuple[int, int]) -> list[int]:
+    def _masks_of(self, layout: tuple[int, int]) -> tuple[int, list[list[int]]]:
         first, size = layout
         count, bits = first & 0x0F, (size - _HEADER) * 8
-        known = first >> 4 == FORMAT and count and bits > 0
-        # Shifted past the header: the filter is read whole as one little-endian integer.
-        masks = [_mask(h, bits, count) << (8 * _HEADER) for h in self._hashes] if known else [0]
-        self._masks[layout] = masks
-        return masks
+        single, several = 0, []
+        if first >> 4 == FORMAT and count and bits > 0:  # else no mask: a value of another format proves nothing
+            for clause in self._clauses:
+                # Shifted past the header: the filter is read whole as one little-endian integer.
+                masks = [_mask(h, bits, count) << (8 * _HEADER) for h in clause]
+                if len(masks) == 1:
+                    single |= masks[0]
+                else:
+                    several.append(masks)
+        self._masks[layout] = entry = (single, several)
+        return entry
 
     def may_hold(self, term_filter: bytes) -> bool:
-        """False only if the text the filter was built from holds none of the terms (a value this module did not
-        write proves nothing: True)."""
+        """False only if the text the filter was built from lacks every term of a clause (a value this module
+        did not write proves nothing: True)."""
         layout = (term_filter[0] if term_filter else 0, len(term_filter))
-        masks = self._masks.get(layout) or self._masks_of(layout)
+        single, several = self._masks.get(layout) or self._masks_of(layout)
         value = int.from_bytes(term_filter, "little")
-        if len(masks) == 1:  # a clause of one term (most): no generator
-            return value & masks[0] == masks[0]
-        return any(value & mask == mask for mask in masks)
+        if value & single != single:
+            return False
+        return all(any(value & mask == mask for mask in masks) for masks in several)

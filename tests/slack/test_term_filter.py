@@ -42,6 +42,26 @@ def test_a_clause_passes_when_any_of_its_terms_may_be_held():
     assert not term_filter.TermCheck(["rollback"]).may_hold(built)
 
 
+def test_a_check_of_several_clauses_passes_only_when_each_clause_may_be_held():
+    rng = random.Random(11)
+    held = {_word(rng) for _ in range(40)}
+    absent = [_word(rng) + "q" for _ in range(400)]
+    absent = [t for t in absent if not term_filter.TermCheck([t]).may_hold(term_filter.build(held))]
+    built = term_filter.build(held)
+    one, two, three = sorted(held)[:3]
+    assert term_filter.TermCheck([one], [two], [three]).may_hold(built)
+    assert term_filter.TermCheck([one], [absent[0], two]).may_hold(built)   # a clause of alternatives
+    assert term_filter.TermCheck().may_hold(built)                          # no clause: nothing to fail
+    for miss in absent[:100]:
+        assert not term_filter.TermCheck([one], [miss]).may_hold(built)
+        assert not term_filter.TermCheck([miss], [one], [two]).may_hold(built)
+        assert not term_filter.TermCheck([one], [miss, absent[-1]]).may_hold(built)
+    # the same clauses against filters of other sizes (each layout gets masks of its own)
+    small = term_filter.build([one])
+    assert term_filter.TermCheck([one]).may_hold(small)
+    assert not term_filter.TermCheck([one], [absent[1]]).may_hold(small)
+
+
 def test_layout_hashes_and_term_count_then_twelve_bits_a_term_at_least_sixty_four():
     assert len(term_filter.build([])) == 3 + 8
     assert len(term_filter.build([f"w{i}" for i in range(20)])) == 3 + 30
