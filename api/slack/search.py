@@ -62,6 +62,7 @@ LOOKUP = 128            # candidate ts looked up in one read of a term's day (an
 # Days of one term probed by one statement: a batch's days go out as several concurrent reads, so the node reads
 # them on all its cores (an author's 64 busy days, 11,000 rows: 44 ms as one read, 26 ms as four, measured).
 PROBE_DAYS = 16
+WINDOW = 128            # days of one batch at most
 MAX_CLAUSES = 12        # words, phrases and modifiers in one query
 MAX_ALTERNATIVES = 16   # channels or users one in:/from:/mention may stand for
 DIRECTORY_TTL = 30.0    # seconds a workspace's channel and user names are cached (db.caches)
@@ -692,6 +693,12 @@ def _look_up(plan: _Plan, found: dict[int, list[tuple[int, str]]], todo: dict[in
             counts[1] += len(found[day])
 
 
+def _driving(plan: _Plan) -> list[int]:
+    """The clauses probed first: in:, from: and mentions (every clause when the query has none)."""
+    every = range(len(plan.clauses))
+    return [i for i in every if all(term.startswith(_DRIVING) for term in plan.clauses[i])] or list(every)
+
+
 def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budget
                     ) -> Iterator[tuple[int, list[tuple[int, str]], int | None]]:
     """(day, candidates newest first, cut) for each day in turn: the (ts, channel) that hold every clause's
@@ -708,12 +715,17 @@ def _day_candidates(plan: _Plan, days: list[int], start: Position, budget: _Budg
     affords: what every term covers (above the oldest ts of any term cut short) is intersected exactly, the rest
     is left to the next page."""
     every = list(range(len(plan.clauses)))
-    driving = [i for i in every if all(term.startswith(_DRIVING) for term in plan.clauses[i])] or every
+    driving = _driving(plan)
     filters: dict[tuple[int, str], bytes] = {}
     probed = _probes(plan, days, start, driving, budget, filters)
     unfit = [day for day in days if not _fitting(probed[day])]
     if unfit and len(driving) < len(every):
-        more = _probes(plan, unfit, start, [i for i in every if i not in driving], budget, filters)
+        # The batch was sized for the driving clauses' probes: the others are probed on as many of the days none
+        # of them fits as the budget affords (the rest are read as far as it allows, below).
+        others = [i for i in every if i not in driving]
+        affordable = (budget.left - budget.held) // (sum(len(plan.clauses[i]) for i in others) * PROBE)
+        unfit = unfit[:max(affordable, 0 if budget.progressed else 1)]
+        more = _probes(plan, unfit, start, others, budget, filters)
         for day in unfit:
             probed[day].update(more[day])
     found: dict[int, list[tuple[int, str]]] = {}
@@ -790,7 +802,9 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
     days = _common_days(streams)
     hits: list[Hit] = []
     budget = _Budget(MAX_ROWS)
-    probe_cost = 2 * _terms(plan) * PROBE  # a day's probes, and its lookups (at most as many as candidates)
+    # What a day of a batch may cost before the budget is checked again: its driving terms' probes and the
+    # lookups of as many candidates (each later stage checks the budget before it reads).
+    probe_cost = 2 * sum(len(plan.clauses[i]) for i in _driving(plan)) * PROBE
     days_read = 0
     window_size = 1
     done = start  # everything up to here is answered: where a page cut short resumes
@@ -809,7 +823,7 @@ def search(db: Database, team_id: str, q: str, *, limit: int = 20, position: Pos
         if not batch:
             return Page(hits, None, None, query, directory(db, team_id))
         days_read += len(batch)
-        window_size = min(window_size * 2, 64)
+        window_size = min(window_size * 2, WINDOW)
         answered = 0
         # Days whose candidates wait to be confirmed together: one round of reads for several days' few
         # candidates, not a round trip per day.
