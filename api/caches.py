@@ -99,10 +99,12 @@ class Caches:
         self._caches: dict[str, Cache] = {}
         self._lock = threading.Lock()
 
-    def lru(self, name: str, *, maxsize: int) -> Cache:
-        """A cache of at most `maxsize` entries; the least recently used goes first."""
+    def lru(self, name: str, *, maxsize: int, getsizeof: Callable[[Any], int] | None = None) -> Cache:
+        """A cache of at most `maxsize` entries (or, with `getsizeof`, of values whose sizes add up to at most
+        `maxsize`); the least recently used goes first."""
         # The lookup comes first and alone: the import asks for its caches about eight times a message.
-        return self._caches.get(name) or self._made(name, lambda: cachetools.LRUCache(maxsize=maxsize))
+        return self._caches.get(name) or self._made(
+            name, lambda: cachetools.LRUCache(maxsize=maxsize, getsizeof=getsizeof))
 
     def ttl(self, name: str, *, maxsize: int, ttl: float) -> Cache:
         """A cache whose entries expire `ttl` seconds (of the injected clock) after they were set."""

@@ -1,6 +1,12 @@
 """Conditional GETs: a strong ETag per page, derived from the versions of what the page reads (for the Slack
 archive, api/slack/versions.py), answered 304 Not Modified without reading the page's rows.
 
+A JSON page's bytes are also kept in the process by their tag (`kept_page`, `keep_page`): the tag covers every
+version the page was built from, so a request that computes the same tag is answered with the same bytes a
+fresh build would give, without reading the rows; the versions are still read first, as for a 304, and a write
+that changes the page changes its tag (tests/slack/test_conditional.py proves it for every write path). Pages
+that carry anything per reader (the viewer's HTML, with its CSRF token) are never kept.
+
 The tag covers the code that renders the page (a digest of the app's files, so a deploy that
 changes a page's shape changes its tag), the request's path and query, the versions read, and whatever else
 the caller names (the reader's access where it changes what is listed). `Cache-Control: private, no-cache`:
@@ -15,7 +21,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from flask import Response, request
+from flask import Response, current_app, request
+
+from api.caches import Cache
+from api.db import Database
 
 CACHE_CONTROL = "private, no-cache"
 # The OpenAPI document of a page that carries an ETag: this header among its route's parameters, and
@@ -52,6 +61,35 @@ def not_modified(tag: str) -> Response | None:
     if not request.if_none_match.contains_weak(tag):
         return None
     response = Response(status=304)
+    return tagged(response, tag)
+
+
+_PAGES = "conditional.pages"
+_LARGEST_SHARE = 16  # a page larger than this share of the cache is not kept (it would push out many others)
+
+
+def kept_pages(db: Database) -> Cache | None:
+    """This process's kept JSON pages (tag -> bytes), bounded by `CHRONICLE_PAGE_CACHE_MB`; None when 0."""
+    limit = db.settings.page_cache_bytes
+    return db.caches.lru(_PAGES, maxsize=limit, getsizeof=len) if limit > 0 else None
+
+
+def kept_page(db: Database, tag: str) -> Response | None:
+    """The JSON page this process last built under `tag`, answered again (200, with its tag), or None."""
+    pages = kept_pages(db)
+    body = pages.get(tag) if pages is not None else None
+    if body is None:
+        return None
+    return tagged(current_app.response_class(body, mimetype="application/json"), tag)
+
+
+def keep_page(db: Database, tag: str, response: Response) -> Response:
+    """`response` (a JSON page built under `tag`) with its tag, its bytes kept for `kept_page`."""
+    pages = kept_pages(db)
+    if pages is not None and response.status_code == 200 and not response.is_streamed:
+        body = response.get_data()
+        if len(body) <= pages.maxsize // _LARGEST_SHARE:
+            pages.set(tag, body)
     return tagged(response, tag)
 
 

@@ -372,6 +372,8 @@ class Settings:
     # The access audit log (api/audit.py): on by default; its rows expire after this many days.
     audit: bool = True
     audit_retention_days: int = 400
+    # Bytes of JSON pages (timeline, thread, message) a process keeps by their ETag (api/conditional.py); 0: none.
+    page_cache_bytes: int = 32 * 1024 * 1024
     # The features' settings, read with the rest (a bad value stops the start, not a request).
     network: NetworkSettings = dataclasses.field(default_factory=NetworkSettings)
     activity: ActivitySettings = dataclasses.field(default_factory=ActivitySettings)
@@ -410,6 +412,7 @@ class Settings:
             environment=env("CHRONICLE_ENV", "production").strip().lower() or "production",
             audit=env_bool("CHRONICLE_AUDIT", True),
             audit_retention_days=env_int("CHRONICLE_AUDIT_RETENTION_DAYS", 400, low=1, high=36_500),
+            page_cache_bytes=env_int("CHRONICLE_PAGE_CACHE_MB", 32, low=0, high=65_536) * 1024 * 1024,
             network=NetworkSettings.from_env(),
             activity=ActivitySettings.from_env(),
             slack=SlackSettings.from_env(),

@@ -217,7 +217,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
             upper = min(upper, position)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag)) is not None:
+    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
         return unchanged
     days = messages.start_day_listing(db, team_id, channel_id, upper=upper, lower=lower, ascending=order == "asc")
     page, nxt = messages.timeline(db, team_id, ids, limit=limit, upper=upper, lower=lower,
@@ -226,7 +226,7 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
     body = {"messages": [download_links(m.to_json(), team_id, channel_id) for m in page],
             "next_cursor": listings.sign_ts_position(nxt, settings.cursor_secret, scope)}
     # Already in the documented shape (Message.to_json): skip re-serialising 50 messages through marshmallow.
-    return conditional.tagged(current_app.json.response(body), tag)
+    return conditional.keep_page(db, tag, current_app.json.response(body))
 
 
 def _channel_version(db: Any, team_id: str, channel_id: str) -> tuple[list[str], str]:
@@ -258,15 +258,15 @@ def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     message_ts = _check_ts(ts)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag)) is not None:
+    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
         return unchanged
     found = messages.find_with_history(db, team_id, ids, message_ts, include_deleted=include_deleted)
     if found is None:
         abort(404, message=f"no message {ts} in channel {channel_id}")
     message, history = found
     # Returned as built: Slack's own fields pass through whole (marshmallow would keep only declared ones).
-    return conditional.tagged(current_app.json.response(
-        {**download_links(message.to_json(), team_id, channel_id), "history": history}), tag)
+    return conditional.keep_page(db, tag, current_app.json.response(
+        {**download_links(message.to_json(), team_id, channel_id), "history": history}))
 
 
 @blp.route("/slack/teams/<team_id>/channels/<channel_id>/threads/<thread_ts>", methods=["GET"],
@@ -284,14 +284,14 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
     _check_ts(thread_ts)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag)) is not None:
+    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
         return unchanged
     page = listings.thread_page(db, team_id, channel_id, ids, thread_ts, limit=limit,
                                 include_deleted=include_deleted, cursor=cursor, secret=_settings().cursor_secret)
-    return conditional.tagged(current_app.json.response({
+    return conditional.keep_page(db, tag, current_app.json.response({
         "parent": download_links(page.parent.to_json(), team_id, channel_id) if page.parent is not None else None,
         "replies": [download_links(m.to_json(), team_id, channel_id) for m in page.replies],
-        "next_cursor": page.next_cursor}), tag)
+        "next_cursor": page.next_cursor}))
 
 
 @blp.route("/slack/teams/<team_id>/users", methods=["GET"], parameters=path_parameters("team_id"))

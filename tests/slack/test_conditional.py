@@ -2,13 +2,15 @@
 answered 304 after its content changed, pages a write did not touch stay 304, and a 304 reads no row.
 
 Each step writes through one path (Events API ingest, edit, reaction, deletion, thread reply, the file worker's
-record, a channel rename, a ZIP import, a retention run, a report, an erasure), then every page is fetched twice:
-with the ETag held from before (If-None-Match) and without. A 304 must come with the same bytes a full GET gives
-now; a page whose bytes changed must answer 200.
+record, a channel rename, a ZIP import, a retention run, a report, an erasure), then every page is fetched three
+times: with the ETag held from before (If-None-Match), without (which may be the page the process kept by its
+tag), and without after every cache of the process was emptied (a fresh build). A 304 and a kept page must come
+with the same bytes the fresh build gives; a page whose bytes changed must answer 200.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import uuid
@@ -49,12 +51,18 @@ class Seen:
 
 
 class Pages:
-    def __init__(self, client, team: str, paths: dict[str, str]) -> None:
-        self.client, self.team, self.paths = client, team, paths
+    def __init__(self, client, db, team: str, paths: dict[str, str]) -> None:
+        self.client, self.db, self.team, self.paths = client, db, team, paths
         self.seen = {name: self._full(name) for name in paths}
 
-    def _full(self, name: str) -> Seen:
-        r = self.client.get(self.paths[name], headers=ALL)
+    def _full(self, name: str, *, fresh: bool = True) -> Seen:
+        held_settings = self.db.settings
+        if fresh:  # built from the rows: the pages this process keeps by their tag are neither read nor changed
+            self.db.settings = dataclasses.replace(held_settings, page_cache_bytes=0)
+        try:
+            r = self.client.get(self.paths[name], headers=ALL)
+        finally:
+            self.db.settings = held_settings
         assert r.status_code == 200, (name, r.json)
         assert r.headers["Cache-Control"] == "private, no-cache"
         return Seen(r.headers["ETag"].strip('"'), r.data)
@@ -65,19 +73,21 @@ class Pages:
         moved = set()
         for name in self.paths:
             held = self.seen[name]
-            conditional = self.client.get(self.paths[name], headers={**ALL, "If-None-Match": f'"{held.etag}"'})
+            revalidated = self.client.get(self.paths[name], headers={**ALL, "If-None-Match": f'"{held.etag}"'})
+            kept = self._full(name, fresh=False)
             now = self._full(name)
-            if conditional.status_code == 304:
+            assert (kept.body, kept.etag) == (now.body, now.etag), f"{step}: {name} kept differs from a fresh build"
+            if revalidated.status_code == 304:
                 assert now.body == held.body, f"{step}: {name} answered 304 but its content changed (stale)"
-                assert now.etag == held.etag and conditional.data == b""
-                assert conditional.headers["ETag"] == f'"{held.etag}"'
+                assert now.etag == held.etag and revalidated.data == b""
+                assert revalidated.headers["ETag"] == f'"{held.etag}"'
             else:
-                assert conditional.status_code == 200 and conditional.data == now.body, (step, name)
+                assert revalidated.status_code == 200 and revalidated.data == now.body, (step, name)
             if now.body != held.body:
                 moved.add(name)
                 assert now.etag != held.etag, f"{step}: {name} changed under the same ETag"
             if name in untouched:
-                assert conditional.status_code == 304, f"{step}: {name} was not touched but not answered 304"
+                assert revalidated.status_code == 304, f"{step}: {name} was not touched but not answered 304"
             self.seen[name] = now
         assert changed <= moved, f"{step}: expected {changed} to change, changed {moved}"
         return moved
@@ -122,7 +132,7 @@ def workspace(client, db):
 def test_every_write_path_changes_the_pages_it_changes_and_nothing_stale_is_served(client, db, workspace,
                                                                                    tmp_path):
     team, w = workspace["team"], workspace
-    pages = Pages(client, team, w["paths"])
+    pages = Pages(client, db, team, w["paths"])
     channel_pages = {"other", "index", "reports", "report"}
 
     def post(event: dict) -> None:
@@ -186,6 +196,53 @@ def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db,
     assert post_event(client, workspace["team"], {"type": "channel_convert_to_private", "channel": "CETAG1",
                                                   "event_ts": ts(6, 99)}).status_code == 200
     assert client.get(path, headers=public).status_code == 403
+
+
+def _tables_read(db, monkeypatch) -> list[str]:
+    tables: list[str] = []
+    for method in ("execute", "execute_async"):
+        real = getattr(db, method)
+
+        def recording(statement, params=(), *args, _real=real, **kwargs):
+            tables.append(statement.table)
+            return _real(statement, params, *args, **kwargs)
+
+        monkeypatch.setattr(db, method, recording)
+    return tables
+
+
+def test_a_page_asked_again_unchanged_is_the_kept_one_reading_only_the_versions(client, db, workspace, monkeypatch):
+    """A JSON page (timeline, thread, message) is kept by its ETag: asked again without If-None-Match while its
+    versions hold, it is answered with the same bytes after reading the versions only; once a write moves them, it
+    is built again from the rows."""
+    paths = [workspace["paths"][name] for name in ("timeline", "thread", "message")]
+    first = {path: client.get(path, headers=ALL) for path in paths}
+    tables = _tables_read(db, monkeypatch)
+    for path in paths:
+        again = client.get(path, headers=ALL)
+        assert again.status_code == 200 and again.data == first[path].data
+        assert again.headers["ETag"] == first[path].headers["ETag"]
+        assert again.headers["Content-Type"] == first[path].headers["Content-Type"] == "application/json"
+        assert again.headers["Cache-Control"] == "private, no-cache"
+    assert set(tables) == {"slack_versions"}, tables
+    # Access is still checked before anything kept is used.
+    assert client.get(paths[0], headers=T1_ONLY).status_code == 403
+    # A reaction moves the channel's version: each page is built again and shows it.
+    assert post_event(client, workspace["team"], reaction("added", "CETAG1", workspace["m2"], "tada", "U2",
+                                                          at=ts(6, 70))).status_code == 200
+    tables.clear()
+    for path in paths:
+        again = client.get(path, headers=ALL)
+        assert again.headers["ETag"] != first[path].headers["ETag"]
+    assert "slack_messages" in tables
+    assert "tada" in client.get(paths[2], headers=ALL).get_data(as_text=True)
+    # Kept pages are bounded by bytes (CHRONICLE_PAGE_CACHE_MB); 0 keeps none: every GET reads the rows.
+    monkeypatch.setattr(db, "settings", dataclasses.replace(db.settings, page_cache_bytes=0))
+    db.caches.clear()
+    for _ in range(2):
+        tables.clear()
+        assert client.get(paths[0], headers=ALL).status_code == 200
+        assert {"slack_channel_days", "slack_messages"} <= set(tables), tables
 
 
 def test_every_write_to_a_table_behind_a_page_names_the_scope_it_changes(db):
