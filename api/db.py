@@ -166,7 +166,10 @@ class Database:
         self._lock = threading.Lock()
         self._cluster: Cluster | None = None
         self._session: Session | None = None
-        self._prepared: dict[int, PreparedStatement] = {}
+        # id(statement) -> (the statement, its prepared form): holding the statement keeps its id from being
+        # reused by another while the entry exists (a Statement made and dropped, as a test may, cannot pass its
+        # prepared form on to the next one made at the same address).
+        self._prepared: dict[int, tuple[Statement, PreparedStatement]] = {}
         # Ids of the prepared write statements to tables behind ETagged pages (api/slack/versions.py): once
         # acknowledged, such writes advance their pages' versions, here where every write passes.
         self._versioned: set[int] = set()
@@ -280,29 +283,31 @@ class Database:
                 self._cluster.shutdown()
             self._cluster = self._session = None
             self._prepared.clear()
+            self._versioned.clear()
 
     # -- statements -------------------------------------------------------------------------------
     def prepared(self, statement: Statement) -> PreparedStatement:
-        prepared = self._prepared.get(id(statement))
-        if prepared is None:
-            prepared = self.session.prepare(statement.qualified(self.keyspace))
-            # A lightweight transaction is never sent twice at once: a speculative second attempt of an applied
-            # claim would answer "not applied".
-            prepared.is_idempotent = statement.idempotent and not statement.conditional
-            if statement.consistency is not None:
-                prepared.consistency_level = statement.consistency
-            elif statement.cql.startswith(("SELECT",)):
-                prepared.consistency_level = self.settings.read_consistency
-            else:
-                prepared.consistency_level = self.settings.write_consistency
-            if statement.unpaged:
-                prepared.fetch_size = None  # bound statements inherit it: no paging
-            if statement.conditional:
-                # The Paxos round stays in the local data centre (SERIAL would cross DCs on every claim).
-                prepared.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
-            if not statement.cql.startswith("SELECT") and statement.table in versions.TABLE_SCOPES:
-                self._versioned.add(id(statement))
-            self._prepared[id(statement)] = prepared
+        entry = self._prepared.get(id(statement))
+        if entry is not None:
+            return entry[1]
+        prepared = self.session.prepare(statement.qualified(self.keyspace))
+        # A lightweight transaction is never sent twice at once: a speculative second attempt of an applied
+        # claim would answer "not applied".
+        prepared.is_idempotent = statement.idempotent and not statement.conditional
+        if statement.consistency is not None:
+            prepared.consistency_level = statement.consistency
+        elif statement.cql.startswith(("SELECT",)):
+            prepared.consistency_level = self.settings.read_consistency
+        else:
+            prepared.consistency_level = self.settings.write_consistency
+        if statement.unpaged:
+            prepared.fetch_size = None  # bound statements inherit it: no paging
+        if statement.conditional:
+            # The Paxos round stays in the local data centre (SERIAL would cross DCs on every claim).
+            prepared.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+        if not statement.cql.startswith("SELECT") and statement.table in versions.TABLE_SCOPES:
+            self._versioned.add(id(statement))
+        self._prepared[id(statement)] = (statement, prepared)
         return prepared
 
     def _bind(self, statement: Statement, params: Params) -> Any:

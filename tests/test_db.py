@@ -9,7 +9,7 @@ import pytest
 from cassandra.cqltypes import LongType, UTF8Type
 from cassandra.query import BatchStatement
 
-from api.db import Database
+from api.db import Database, Statement
 from api.network.relations import FOLLOWER, LIST_RELATIONS, relation_write
 
 
@@ -120,20 +120,36 @@ def test_the_node_sees_no_use_keyspace_ambiguity(db: Database):
     assert not result.response_future.warnings
 
 
+# Module-level, as product statements are: the Database keeps a prepared statement per Statement object, so a
+# Statement made and dropped inside a test could hand its id (and prepared statement) to the next one made.
+_POSTING = Statement("INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id) VALUES (?, ?, ?, ?, ?)")
+_POSTINGS_CQL = "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ?"
+_POSTINGS_PLAIN = Statement(_POSTINGS_CQL, tuples=True)
+_POSTINGS_NAMED = Statement(_POSTINGS_CQL)
+
+
 def test_a_statement_declared_with_tuples_reads_plain_tuples_and_the_others_named_rows(db: Database):
     """The search's bulk posting reads skip the named tuple per row; every other statement keeps named rows."""
-    from api.db import Statement
-
     team = f"TTUP{secrets.token_hex(3)}"
-    db.execute(Statement("INSERT INTO slack_search_postings (team_id, term, day, ts, channel_id) "
-                         "VALUES (?, ?, ?, ?, ?)"), (team, "word", 5, 7, "C1"))
-    cql = "SELECT day, ts, channel_id FROM slack_search_postings WHERE team_id = ? AND term = ? AND day IN ?"
-    plain = list(db.execute_async(Statement(cql, tuples=True), (team, "word", [5])).result())
-    named = list(db.execute(Statement(cql), (team, "word", [5])))
+    db.execute(_POSTING, (team, "word", 5, 7, "C1"))
+    plain = list(db.execute_async(_POSTINGS_PLAIN, (team, "word", [5])).result())
+    named = list(db.execute(_POSTINGS_NAMED, (team, "word", [5])))
     assert plain == named == [(5, 7, "C1")]
     assert type(plain[0]) is tuple
     assert named[0].ts == 7 and type(named[0]) is not tuple
-    assert [type(r) for r in db.execute(Statement(cql, tuples=True), (team, "word", [5]))] == [tuple]
+    assert [type(r) for r in db.execute(_POSTINGS_PLAIN, (team, "word", [5]))] == [tuple]
+
+
+def test_a_statement_made_and_dropped_never_lends_its_prepared_form_to_the_next_one(db: Database):
+    """Prepared forms are kept per Statement object: one made, used and dropped (a test's, a script's) must not
+    pass its prepared form to a later one that happens to be made at the same address."""
+    for i in range(50):
+        dropped = Statement(f"SELECT version FROM schema_migrations WHERE scope = 'gone{i}' LIMIT 1")
+        db.prepared(dropped)
+        del dropped
+        made = Statement("SELECT scope FROM schema_migrations WHERE scope = ? LIMIT 1")
+        assert db.prepared(made).query_string == \
+            f"SELECT scope FROM {db.keyspace}.schema_migrations WHERE scope = ? LIMIT 1", i
 
 
 def test_lightweight_transactions_are_never_sent_twice_at_once(db: Database):
