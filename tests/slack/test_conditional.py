@@ -167,9 +167,8 @@ def test_every_write_path_changes_the_pages_it_changes_and_nothing_stale_is_serv
     pages.after("erasure", changed={"thread", "timeline"}, untouched={"other"})
 
 
-def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db, workspace, monkeypatch):
-    path = workspace["paths"]["timeline"]
-    tag = client.get(path, headers=ALL).headers["ETag"]
+def _tables_read(db, monkeypatch) -> list[str]:
+    """The tables of every statement `db` runs from now on (a list the test reads as it goes)."""
     tables: list[str] = []
     for method in ("execute", "execute_async"):
         real = getattr(db, method)
@@ -179,6 +178,13 @@ def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db,
             return _real(statement, params, *args, **kwargs)
 
         monkeypatch.setattr(db, method, recording)
+    return tables
+
+
+def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db, workspace, monkeypatch):
+    path = workspace["paths"]["timeline"]
+    tag = client.get(path, headers=ALL).headers["ETag"]
+    tables = _tables_read(db, monkeypatch)
     r = client.get(path, headers={**ALL, "If-None-Match": tag})
     assert r.status_code == 304
     # The channel's version only: its row (access, previous ids) is the one this process read at that version;
@@ -196,19 +202,6 @@ def test_a_revalidated_page_reads_no_row_and_access_is_checked_first(client, db,
     assert post_event(client, workspace["team"], {"type": "channel_convert_to_private", "channel": "CETAG1",
                                                   "event_ts": ts(6, 99)}).status_code == 200
     assert client.get(path, headers=public).status_code == 403
-
-
-def _tables_read(db, monkeypatch) -> list[str]:
-    tables: list[str] = []
-    for method in ("execute", "execute_async"):
-        real = getattr(db, method)
-
-        def recording(statement, params=(), *args, _real=real, **kwargs):
-            tables.append(statement.table)
-            return _real(statement, params, *args, **kwargs)
-
-        monkeypatch.setattr(db, method, recording)
-    return tables
 
 
 def test_a_page_asked_again_unchanged_is_the_kept_one_reading_only_the_versions(client, db, workspace, monkeypatch):
