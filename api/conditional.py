@@ -1,7 +1,7 @@
 """Conditional GETs: a strong ETag per page, derived from the versions of what the page reads (for the Slack
 archive, api/slack/versions.py), answered 304 Not Modified without reading the page's rows.
 
-A JSON page's bytes are also kept in the process by their tag (`kept_page`, `keep_page`): the tag covers every
+A JSON page's bytes are also kept in the process by their tag (`answered`, `keep_page`): the tag covers every
 version the page was built from, so a request that computes the same tag is answered with the same bytes a
 fresh build would give, without reading the rows; the versions are still read first, as for a 304, and a write
 that changes the page changes its tag (tests/slack/test_conditional.py proves it for every write path). Pages
@@ -81,6 +81,13 @@ def kept_page(db: Database, tag: str) -> Response | None:
     if body is None:
         return None
     return tagged(current_app.response_class(body, mimetype="application/json"), tag)
+
+
+def answered(db: Database, tag: str) -> Response | None:
+    """Without reading the page's rows: a 304 when If-None-Match holds `tag`, else the page kept under it
+    (`kept_page`), else None (the page is to be built)."""
+    unchanged = not_modified(tag)
+    return unchanged if unchanged is not None else kept_page(db, tag)
 
 
 def keep_page(db: Database, tag: str, response: Response) -> Response:

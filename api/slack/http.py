@@ -217,8 +217,8 @@ def channel_timeline(team_id: str, channel_id: str, limit: int, include_deleted:
             upper = min(upper, position)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
-        return unchanged
+    if (ready := conditional.answered(db, tag)) is not None:
+        return ready
     days = messages.start_day_listing(db, team_id, channel_id, upper=upper, lower=lower, ascending=order == "asc")
     page, nxt = messages.timeline(db, team_id, ids, limit=limit, upper=upper, lower=lower,
                                   ascending=order == "asc", include_deleted=include_deleted,
@@ -258,8 +258,8 @@ def get_message(team_id: str, channel_id: str, ts: str, include_deleted: bool):
     message_ts = _check_ts(ts)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
-        return unchanged
+    if (ready := conditional.answered(db, tag)) is not None:
+        return ready
     found = messages.find_with_history(db, team_id, ids, message_ts, include_deleted=include_deleted)
     if found is None:
         abort(404, message=f"no message {ts} in channel {channel_id}")
@@ -284,8 +284,8 @@ def get_thread(team_id: str, channel_id: str, thread_ts: str, limit: int, includ
     _check_ts(thread_ts)
     db = get_db()
     ids, tag = _channel_version(db, team_id, channel_id)
-    if (unchanged := conditional.not_modified(tag) or conditional.kept_page(db, tag)) is not None:
-        return unchanged
+    if (ready := conditional.answered(db, tag)) is not None:
+        return ready
     page = listings.thread_page(db, team_id, channel_id, ids, thread_ts, limit=limit,
                                 include_deleted=include_deleted, cursor=cursor, secret=_settings().cursor_secret)
     return conditional.keep_page(db, tag, current_app.json.response({
