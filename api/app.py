@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import swagger_ui_bundle
 from flask import Flask, Response, send_from_directory
 from flask_smorest import Api
@@ -16,6 +19,31 @@ from api.observability import FastJSONProvider, configure_logging, install_reque
 from api.pages import secure
 
 
+class ChronicleFlask(Flask):
+    """Flask with each function's synchronous form kept: Flask asks `inspect` whether every hook, view and error
+    handler is a coroutine function on every request (~20 times a request here), and a function's answer never
+    changes. Hooks and views are registered once; functions beyond _SYNC_FORMS_KEPT (a request's own
+    `after_this_request` callbacks) are asked each time, as Flask does."""
+
+    _SYNC_FORMS_KEPT = 1024
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sync_forms: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        try:
+            return self._sync_forms[func]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable callable
+            return super().ensure_sync(func)
+        sync = super().ensure_sync(func)
+        if len(self._sync_forms) < self._SYNC_FORMS_KEPT:
+            self._sync_forms[func] = sync
+        return sync
+
+
 def create_app(settings: Settings | None = None, *, database: Database | None = None) -> Flask:
     """Build the app. Nothing connects to Cassandra here: the first request of each process does."""
     # Checked once, here (and by gunicorn's master before it forks): a missing secret stops the start.
@@ -27,7 +55,7 @@ def create_app(settings: Settings | None = None, *, database: Database | None = 
         set_db(Database(settings))
     database = get_db()
 
-    app = Flask("chronicle")
+    app = ChronicleFlask("chronicle")
     app.config.update(
         CHRONICLE_SETTINGS=settings,
         MAX_CONTENT_LENGTH=settings.max_body_bytes,

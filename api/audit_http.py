@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask, Response, current_app, request
+from flask import Flask, Request, Response, current_app, request
 from flask_smorest import Blueprint, abort
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
@@ -43,25 +43,28 @@ def install(app: Flask) -> None:
 
     @app.after_request
     def _audit(response: Response) -> Response:
-        if request.method == "GET" and request.blueprint in AUDITED and _settings().audit:
-            settings = _settings()
-            pages = request.blueprint in _PAGES
-            token = _token(pages)
+        req = request._get_current_object()  # type: ignore[attr-defined]  # once, not through the proxy each time
+        if req.method != "GET" or req.blueprint not in AUDITED:
+            return response
+        settings = _settings()
+        if settings.audit:
+            pages = req.blueprint in _PAGES
+            token = _token(req, pages)
             actor = ("admin" if settings.admin_token and token == settings.admin_token
                      else "token" if token else "anonymous")
-            rule = request.url_rule.rule if request.url_rule else request.path
-            target = request.full_path.rstrip("?")
+            rule = req.url_rule.rule if req.url_rule else req.path
             audit.record(get_db(), actor=actor, via="pages" if pages else "rest", action=f"GET {rule}",
-                         target=target, status=response.status_code, token=token, remote=request.remote_addr)
+                         target=req.full_path.rstrip("?"), status=response.status_code, token=token,
+                         remote=req.remote_addr)
         return response
 
 
-def _token(pages: bool) -> str | None:
+def _token(req: Request, pages: bool) -> str | None:
     if pages:
         from api.viewer.session import COOKIE
 
-        return request.cookies.get(COOKIE) or None
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        return req.cookies.get(COOKIE) or None
+    scheme, _, token = req.headers.get("Authorization", "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 

@@ -108,6 +108,42 @@ def test_request_logs_are_json_with_request_id_latency_and_status(client, caplog
     assert isinstance(entry["latency_ms"], float)
 
 
+def test_the_request_line_written_directly_is_the_line_logging_would_write(client):
+    """The server's request line skips `logging` when the JSON handler is the root's only one: it must be the
+    same line (fields, context, level, time format) the logging path writes, and never a record."""
+    import io
+    import json
+    import logging
+
+    from api.observability import json_formatter
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    written = io.StringIO()
+    ours = logging.StreamHandler(written)
+    ours.chronicle_json = True  # what configure_logging installs on a root without handlers
+    ours.setFormatter(json_formatter())
+    records: list[logging.LogRecord] = []
+    ours.addFilter(lambda record: records.append(record) or True)
+    try:
+        root.handlers[:] = [ours]
+        client.get("/healthz", headers={"X-Request-Id": "direct-line"})
+        direct_records = [r for r in records if "direct-line" in str(r.msg)]
+        root.handlers.append(logging.NullHandler())  # someone else's handler: the line goes through logging
+        client.get("/healthz", headers={"X-Request-Id": "logged-line"})
+    finally:
+        root.handlers[:] = saved
+    lines = [json.loads(line) for line in written.getvalue().splitlines()]
+    direct = next(e for e in lines if e.get("request_id") == "direct-line" and e.get("event") == "request")
+    logged = next(e for e in lines if e.get("request_id") == "logged-line" and e.get("event") == "request")
+    assert direct_records == [] and any("logged-line" in str(r.msg) for r in records)
+    assert list(direct) == list(logged)  # the same fields in the same order
+    assert {k: v for k, v in direct.items() if k not in ("request_id", "latency_ms", "timestamp")} == \
+        {k: v for k, v in logged.items() if k not in ("request_id", "latency_ms", "timestamp")}
+    assert direct["status"] == 200 and direct["path"] == "/healthz" and direct["level"] == "info"
+    assert direct["timestamp"].endswith("Z") and len(direct["timestamp"]) == len(logged["timestamp"])
+
+
 def test_metrics_count_requests_and_cassandra_queries(client):
     def sample(text: str, prefix: str) -> float:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
