@@ -334,3 +334,33 @@ def test_each_app_serves_from_its_own_database(settings, db, client):
         assert len(db.caches.lru("health.schema_current", maxsize=1)) == 1
     finally:
         own.close()
+
+
+def test_each_function_is_asked_once_whether_it_is_a_coroutine_function(app, client, monkeypatch):
+    """Flask asks `inspect` for every hook and view of every request; the app keeps each function's answer, so
+    a second request asks for nothing and answers as the first did."""
+    import flask.app
+
+    asked: list[object] = []
+    real = flask.app.iscoroutinefunction
+
+    def counting(func):
+        asked.append(func)
+        return real(func)
+
+    monkeypatch.setattr(flask.app, "iscoroutinefunction", counting)
+    first = client.get("/healthz")
+    asked_first = len(asked)
+    second = client.get("/healthz")
+    assert first.get_json() == second.get_json() == {"status": "alive"}
+    assert len(asked) == asked_first  # nothing asked again
+
+    def plain() -> str:
+        return "plain"
+
+    async def coroutine() -> str:
+        return "coroutine"
+
+    assert app.ensure_sync(plain) is plain and app.ensure_sync(plain) is plain
+    with pytest.raises(RuntimeError, match="async"):  # as Flask answers without its async extra
+        app.ensure_sync(coroutine)
