@@ -2,8 +2,9 @@
 the run does to timeline reads beside it.
 
     .venv/bin/python -m bench.retention [--messages 200000] [--days 180] [--channels 20] [--keep-days 90]
-                                        [--seconds 10] [--channel-keep C:N ...] [--parallel 8]
-                                        [--pace N] [--nice N] [--then KEEP_DAYS:PARALLEL[:PACE[:NICE]] ...] [--keep]
+                                        [--seconds 10] [--read-rate R] [--channel-keep C:N ...] [--parallel 8]
+                                        [--pace N] [--nice N] [--in-flight N]
+                                        [--then KEEP_DAYS:PARALLEL[:PACE[:NICE[:IN_FLIGHT]]] ...] [--keep]
 
 In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
 
@@ -12,7 +13,10 @@ In one scratch keyspace (bench/scale_common.py; dropped after unless `--keep`):
    message rows, listings, search postings of 6-14 Zipf words, activity index, posts index, marks), 12% thread
    replies, 8% with a reaction.
 2. Quiet timeline reads: the newest page (50) of a random channel, `messages.timeline`, p50/p99 from 4 threads
-   of a process of their own (as the API's are: the run's Python does not share their GIL) for `--seconds`.
+   of a process of their own (as the API's are: the run's Python does not share their GIL) for `--seconds`: a
+   closed loop, as many reads as the machine serves. With `--read-rate R` the reads beside the runs are an open
+   loop of R reads a second instead (a service's steady traffic, latency counted from when each read was due),
+   measured quiet too; R over the closed loop's rate is the share of the machine's capacity they ask for.
 3. The retention run (`--keep-days` for the workspace; `--channel-keep C:N` gives channel policies) while the
    same reads run beside it: the run's wall time, messages deleted per second, the reads' p50/p99 during the
    run. Each `--then KEEP_DAYS:PARALLEL[:PACE]` runs again with a shorter policy (the days between the two
@@ -31,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import multiprocessing
 import os
+import queue
 import random
 import sys
 import threading
@@ -111,29 +117,31 @@ def load(db: Database, *, messages_total: int, days: int, channels: list[str], t
 
 
 class ReadsBeside:
-    """Timeline reads (the newest page of 50 of a random channel, `messages.timeline`) from 4 threads of a process
-    of their own, as the API's would be: the run's Python (its GIL) is not theirs. Latencies come back at `stop`."""
+    """Timeline reads (the newest page of 50 of a random channel, `messages.timeline`) from a process of their own,
+    as the API's would be: the run's Python (its GIL) is not theirs. Closed loop (`rate` None): 4 threads reading
+    back to back, i.e. as many reads as the machine serves (a saturating load: their latency is their share of the
+    CPU). Open loop (`rate`): reads started on a fixed schedule, `rate` a second, by up to 16 threads, each read's
+    latency counted from when it was due (a read that waits for a free thread or for the CPU counts its wait: no
+    coordinated omission), as a service's steady traffic. Latencies come back at `stop`."""
 
-    def __init__(self, db: Database, channels: list[str], seed: int = 11) -> None:
+    def __init__(self, db: Database, channels: list[str], seed: int = 11, rate: float | None = None) -> None:
         ctx = multiprocessing.get_context("fork")
         self._stop = ctx.Event()
         self._receiver, sender = ctx.Pipe(duplex=False)
+        self.rate = rate
         settings, keyspace = db.settings, db.keyspace
 
-        def child() -> None:
-            from api import db as db_module
+        def read(rnd: random.Random) -> None:
+            messages.timeline(db_module.get_db(), TEAM, [rnd.choice(channels)], limit=50)
 
-            db_module.set_db(Database(settings, keyspace=keyspace))  # the parent's driver did not survive the fork
-            latencies: list[float] = []
-            lock = threading.Lock()
-
+        def closed_loop(latencies: list[float], lock: threading.Lock) -> None:
             def loop(n: int) -> None:
                 rnd = random.Random(seed + n)
                 mine = []
                 warm_until = time.perf_counter() + WARMUP  # connections, prepared statements: not timed
                 while not self._stop.is_set():
                     started = time.perf_counter()
-                    messages.timeline(db_module.get_db(), TEAM, [rnd.choice(channels)], limit=50)
+                    read(rnd)
                     if started >= warm_until:
                         mine.append(time.perf_counter() - started)
                 with lock:
@@ -144,7 +152,43 @@ class ReadsBeside:
                 thread.start()
             for thread in threads:
                 thread.join()
+
+        def open_loop(latencies: list[float], lock: threading.Lock) -> None:
+            assert rate is not None
+            rnd = random.Random(seed)
+            due: queue.SimpleQueue[float | None] = queue.SimpleQueue()
+            warm_until = time.perf_counter() + WARMUP
+
+            def worker() -> None:
+                mine = []
+                while (scheduled := due.get()) is not None:
+                    read(rnd)
+                    if scheduled >= warm_until:
+                        mine.append(time.perf_counter() - scheduled)
+                with lock:
+                    latencies.extend(mine)
+
+            threads = [threading.Thread(target=worker) for _ in range(16)]
+            for thread in threads:
+                thread.start()
+            start = time.perf_counter()
+            for n in itertools.count():
+                scheduled = start + n / rate
+                if self._stop.wait(max(0.0, scheduled - time.perf_counter())):
+                    break
+                due.put(scheduled)
+            for _ in threads:
+                due.put(None)
+            for thread in threads:
+                thread.join()
+
+        def child() -> None:
+            db_module.set_db(Database(settings, keyspace=keyspace))  # the parent's driver did not survive the fork
+            latencies: list[float] = []
+            (closed_loop if rate is None else open_loop)(latencies, threading.Lock())
             sender.send(latencies)
+
+        from api import db as db_module
 
         self._process = ctx.Process(target=child, daemon=True)
         self._process.start()
@@ -156,7 +200,9 @@ class ReadsBeside:
         self._stop.set()
         latencies = self._receiver.recv()
         self._process.join(timeout=30)
-        return _percentiles(latencies, time.perf_counter() - self.started)
+        result = _percentiles(latencies, time.perf_counter() - self.started)
+        result.update({"concurrency": 4} if self.rate is None else {"offered_rate": self.rate, "threads": 16})
+        return result
 
 
 def _percentiles(latencies: list[float], seconds: float) -> dict[str, Any]:
@@ -166,7 +212,7 @@ def _percentiles(latencies: list[float], seconds: float) -> dict[str, Any]:
     return {"p50_ms": round(ordered[len(ordered) // 2] * 1000, 2),
             "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 2),
             "max_ms": round(ordered[-1] * 1000, 2), "requests": len(ordered),
-            "rate": round(len(ordered) / seconds, 1), "concurrency": 4}
+            "rate": round(len(ordered) / seconds, 1)}
 
 
 def _niceness(value: int) -> None:
@@ -186,16 +232,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channel-keep", action="append", default=[], metavar="C:N",
                         help="a channel's own policy (channel number : days), e.g. 3:30")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of quiet reads")
+    parser.add_argument("--read-rate", type=float, default=None,
+                        help="reads beside the runs in an open loop at this many a second (a service's steady "
+                             "traffic; the quiet closed loop's rate says what share of the machine's capacity it "
+                             "is); default: a closed loop of 4 threads (saturating)")
     parser.add_argument("--parallel", type=int, default=retention.PARALLEL,
                         help="channel-days expired side by side (the run's --parallel)")
     parser.add_argument("--pace", type=float, default=None, help="the run's pace (messages a second; default: none)")
+    parser.add_argument("--in-flight", type=int, default=retention.IN_FLIGHT,
+                        help="each channel-day's requests in flight (the run's --in-flight)")
     parser.add_argument("--nice", type=int, default=0,
                         help="the run's niceness (what `chronicle retention run --nice` sets; default 0: as the "
                              "reads beside it)")
-    parser.add_argument("--then", action="append", default=[], metavar="KEEP_DAYS:PARALLEL[:PACE[:NICE]]",
+    parser.add_argument("--then", action="append", default=[],
+                        metavar="KEEP_DAYS:PARALLEL[:PACE[:NICE[:IN_FLIGHT]]]",
                         help="another run after the first, with a shorter workspace policy (the days between the "
-                             "two cutoffs expire), its own --parallel, --pace and --nice; repeatable: several runs "
-                             "of one load")
+                             "two cutoffs expire), its own --parallel, --pace, --nice and --in-flight (empty: "
+                             "none, 0, the default); repeatable: several runs of one load")
     parser.add_argument("--keep", action="store_true", help="keep the scratch keyspace")
     args = parser.parse_args(argv)
     node = local_node()
@@ -218,27 +271,38 @@ def main(argv: list[str] | None = None) -> int:
         quiet = ReadsBeside(db, channels)
         time.sleep(args.seconds)
         result["timeline_quiet"] = quiet.stop()
-        steps = [(args.keep_days, args.parallel, args.pace, args.nice)]
+        if args.read_rate:
+            say(f"quiet timeline reads, open loop at {args.read_rate}/s ...")
+            quiet = ReadsBeside(db, channels, rate=args.read_rate)
+            time.sleep(args.seconds)
+            result["timeline_quiet_closed_loop"] = result["timeline_quiet"]
+            result["timeline_quiet"] = quiet.stop()
+            result["read_rate_share_of_capacity"] = round(
+                args.read_rate / result["timeline_quiet_closed_loop"]["rate"], 2)
+        steps = [(args.keep_days, args.parallel, args.pace, args.nice, args.in_flight)]
         for spec in args.then:
-            keep, parallel, *rest = spec.split(":") + ["", ""]
-            steps.append((int(keep), int(parallel), float(rest[0]) if rest[0] else None, int(rest[1] or 0)))
+            keep, parallel, *rest = spec.split(":") + ["", "", ""]
+            steps.append((int(keep), int(parallel), float(rest[0]) if rest[0] else None, int(rest[1] or 0),
+                          int(rest[2] or retention.IN_FLIGHT)))
         result["runs"] = []
-        for keep_days, parallel, pace, nice in steps:
+        for keep_days, parallel, pace, nice, in_flight in steps:
             policies.set_policy(db, archive, policies.WHOLE, keep_days, by="bench")
             dry, plan = retention.run(db, TEAM, dry_run=True, files=None, today=today)
-            say(f"keep {keep_days} days, parallel {parallel}, pace {pace}: dry run {dry.counts}")
+            say(f"keep {keep_days} days, parallel {parallel}, pace {pace}, in flight {in_flight}: dry run "
+                f"{dry.counts}")
             settled = settle(node, db.keyspace)
-            beside = ReadsBeside(db, channels)
+            beside = ReadsBeside(db, channels, rate=args.read_rate)
             say(f"running (nice {nice}) ...")
             _niceness(nice)  # after the reads' process started: it keeps the niceness it was forked with
             started = time.perf_counter()
             try:
                 done, _plan = retention.run(db, TEAM, dry_run=False, files=None, today=today, parallel=parallel,
-                                            pace=pace)
+                                            pace=pace, in_flight=in_flight)
             finally:
                 seconds = time.perf_counter() - started
                 _niceness(0)
-            run = {"keep_days": keep_days, "parallel": parallel, "pace": pace, "nice": nice, "plan": plan.to_json(),
+            run = {"keep_days": keep_days, "parallel": parallel, "pace": pace, "nice": nice, "in_flight": in_flight,
+                   "plan": plan.to_json(),
                    "dry_run": dry.to_json(),
                    **done.to_json(), "seconds": round(seconds, 1),
                    "messages_per_second": round(done.counts.get("messages", 0) / seconds, 1),

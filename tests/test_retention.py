@@ -349,3 +349,52 @@ def test_a_paced_run_keeps_to_its_pace_and_leaves_the_same_as_an_unpaced_one(db,
     gone_words = {w for entries in gone.values() for _ts, ws in entries for w in ws}
     gone_stamps = {_us(ts) for entries in gone.values() for ts, _ws in entries}
     assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}
+
+
+def _outstanding_requests(db, monkeypatch) -> dict[str, int]:
+    """Counts the requests `db`'s session has sent and not yet had answered: `most` is the peak."""
+    import threading
+
+    counts = {"now": 0, "most": 0}
+    lock = threading.Lock()
+    send = db.session.execute_async
+
+    def answered(_result) -> None:
+        with lock:
+            counts["now"] -= 1
+
+    def counting(*args, **kwargs):
+        future = send(*args, **kwargs)
+        with lock:  # counted before its callback can run: never below the truth
+            counts["now"] += 1
+            counts["most"] = max(counts["most"], counts["now"])
+        future.add_callbacks(answered, answered)
+        return future
+
+    monkeypatch.setattr(db.session, "execute_async", counting)
+    return counts
+
+
+def test_a_run_keeps_at_most_in_flight_requests_outstanding_and_leaves_the_same(db, mdb, settings, tmp_path,
+                                                                                 monkeypatch):
+    """`in_flight`: each channel-day's requests outstanding at once (what a read arriving at the node meanwhile waits
+    behind). One channel-day at a time, the run never has more than that many unanswered, and what it leaves is what
+    any run leaves; the same workspace expired with many in flight has more outstanding at its peak (the bound is
+    the knob's doing, not the workspace's size)."""
+    files = LocalStore(tmp_path / "files")
+    peaks = {}
+    for in_flight in (64, 2):
+        team = f"TRET{uuid.uuid4().hex[:6].upper()}"
+        written = _workspace(db, settings, team, files)
+        _policies(db, team)
+        _kept, gone = _kept_and_gone(written)
+        counts = _outstanding_requests(mdb, monkeypatch)
+        done, _plan = retention.run(mdb, team, dry_run=False, files=files, today=TODAY, parallel=1,
+                                    in_flight=in_flight)
+        monkeypatch.undo()
+        peaks[in_flight] = counts["most"]
+        assert done.counts["messages"] == 4 * len(gone)
+        gone_words = {w for entries in gone.values() for _ts, ws in entries for w in ws}
+        gone_stamps = {_us(ts) for entries in gone.values() for ts, _ws in entries}
+        assert _scan_traces(db, team, gone_words, gone_stamps, skip={"first_post_ts", "first_seen"}) == {}
+    assert peaks[2] <= 2 < peaks[64], peaks

@@ -91,12 +91,15 @@ def show(team: str | None, network: str | None, runs: int) -> None:
 @click.option("--pace", type=click.FloatRange(min=1, min_open=False), default=None, metavar="MESSAGES",
               help="At most this many messages a second (a workspace; default: as fast as the node answers): a "
                    "run beside production reads leaves the node the rest of its time.")
+@click.option("--in-flight", type=click.IntRange(1, 256), default=slack_retention.IN_FLIGHT, show_default=True,
+              help="Each channel-day's requests in flight at once (a workspace): the node serves requests about in "
+                   "order, so what the run has outstanding is what a read arriving meanwhile waits behind.")
 @click.option("--nice", type=click.IntRange(0, 19), default=10, show_default=True,
               help="Run at this niceness (0: as started): on a machine it shares with the API and the node, the "
                    "run's own work then waits for theirs, and reads beside it keep their latency.")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
 def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int | None,
-        pace: float | None, nice: int, progress: bool) -> None:
+        pace: float | None, in_flight: int, nice: int, progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
     --network, every post older than the network's policy (postings, top lists, likes, activity, snapshots).
@@ -123,7 +126,7 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
             advance = bar("channel-days", None)
             report, plan = slack_retention.run(db, team, dry_run=dry_run, files=store_from_settings(
                 db.settings.slack), today=day, progress=lambda _channel, days: advance(days),
-                parallel=parallel or slack_retention.PARALLEL, pace=pace)
+                parallel=parallel or slack_retention.PARALLEL, pace=pace, in_flight=in_flight)
         if not plan.cutoffs:
             say("no policy expires anything in this workspace")
         emit({**report.to_json(), "plan": plan.to_json()})

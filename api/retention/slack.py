@@ -53,6 +53,10 @@ _BATCH = 10
 # Channel-days of one UTC day expired side by side (the default): at 50,000-60,000 messages a day, 2 was about as
 # fast as 4 and 8 and the gentlest on timeline reads beside it (docs/retention.md "Figures").
 PARALLEL = 2
+# Each channel-day's requests in flight at once. The node serves requests about in the order they arrive: a run
+# with 100 IN-list deletes of 200 partitions outstanding puts ~20,000 partition deletes ahead of every read that
+# arrives meanwhile; with a few outstanding, a read waits behind a few (docs/retention.md "Requests in flight").
+IN_FLIGHT = 4
 DAY_US = 86_400_000_000
 EPOCH = date(1970, 1, 1)
 
@@ -103,9 +107,10 @@ class Run:
 
     def __init__(self, db: Database, the_plan: Plan, *, dry_run: bool, files: ObjectStore | None,
                  progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL,
-                 pace: float | None = None) -> None:
+                 pace: float | None = None, in_flight: int = IN_FLIGHT) -> None:
         self.db, self.plan, self.dry_run, self.files = db, the_plan, dry_run, files
         self.parallel = parallel
+        self.in_flight = in_flight
         # At most `pace` messages a second (None: as fast as the node answers): a run beside production reads
         # leaves the node the rest of its time.
         self.pace = pace
@@ -202,7 +207,7 @@ class Run:
                 self.counts["channel_days"] += 1
                 self.counts["messages"] += counted
             return True
-        rows = messages.expiring_rows(self.db, team_id, channel_id, parts)
+        rows = messages.expiring_rows(self.db, team_id, channel_id, parts, in_flight=self.in_flight)
         if self.plan.held.users and any(row.user_id in self.plan.held.users for row in rows):
             with self._lock:
                 self.held["channel_days (user hold)"] += 1
@@ -223,8 +228,10 @@ class Run:
         derived = self._postings(channel_id, listed.day, rows, whole)
         with self._lock:  # the run's shared set of users met on whole days
             derived += self._activity(channel_id, listed.day, rows, whole)
-        self.db.execute_many(derived, batch_size=_BATCH)  # IN-list deletes go alone (Statement.many_partitions)
-        self.db.execute_many(messages.expire_day_writes(team_id, channel_id, parts, rows), batch_size=_BATCH)
+        # IN-list deletes go alone (Statement.many_partitions)
+        self.db.execute_many(derived, batch_size=_BATCH, concurrency=self.in_flight)
+        self.db.execute_many(messages.expire_day_writes(team_id, channel_id, parts, rows), batch_size=_BATCH,
+                             concurrency=self.in_flight)
         dropped: Counter[str] = Counter()
         for statement, params in derived:
             if statement is search_index.DELETE_TERMS_DAY_POSTINGS:
@@ -266,7 +273,7 @@ class Run:
             postings += [(term, row.ts)
                          for term in search_index.every_term(channel_id, row.user_id, self._texts(channel_id, row))]
         return search_index.expire_posting_writes(self.db, self.plan.team_id, channel_id, postings,
-                                                  whole_before=None)
+                                                  whole_before=None, in_flight=self.in_flight)
 
     def _texts(self, channel_id: str, row: Any) -> list[str | None]:
         texts = [messages.searchable_text(row), row.original_text]
@@ -333,19 +340,21 @@ class Run:
         if self.whole_users:
             self.counts["activity_accounts"] += len(self.whole_users)
         if not self.dry_run:
-            self.db.execute_many(report_store.expire_report_writes(team_id, reports), batch_size=_BATCH)
+            self.db.execute_many(report_store.expire_report_writes(team_id, reports), batch_size=_BATCH,
+                                 concurrency=self.in_flight)
 
 
 def run(db: Database, team_id: str, *, dry_run: bool, files: ObjectStore | None, today: date | None = None,
-        progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL, pace: float | None = None
-        ) -> tuple[policies.Run, Plan]:
+        progress: Callable[[str, int], None] | None = None, parallel: int = PARALLEL, pace: float | None = None,
+        in_flight: int = IN_FLIGHT) -> tuple[policies.Run, Plan]:
     """Plan and run retention on one workspace, recorded in retention_runs (a failed run is recorded as such).
     `parallel`: channel-days expired side by side (fewer leaves the node more room for reads meanwhile); `pace`:
-    at most that many messages a second."""
+    at most that many messages a second; `in_flight`: each channel-day's requests in flight at once."""
     the_plan = plan(db, team_id, today=today)
     archive = f"slack:{team_id}"
     record = policies.start_run(db, archive, dry_run=dry_run)
-    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress, parallel=parallel, pace=pace)
+    job = Run(db, the_plan, dry_run=dry_run, files=files, progress=progress, parallel=parallel, pace=pace,
+              in_flight=in_flight)
     started = datetime.now(UTC)
     try:
         job.run()

@@ -1169,9 +1169,18 @@ def parts_of_listed(listed: Any) -> list[int]:
     return day_parts(listed.day, listed.split_us, listed.buckets)
 
 
-def expiring_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int]) -> list[Any]:
-    futures = [db.execute_async(SELECT_EXPIRING, (team_id, channel_id, part)) for part in parts]
-    return [row for future in futures for row in future.result()]
+def expiring_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int], *,
+                  in_flight: int | None = None) -> list[Any]:
+    """The rows of these partitions a retention run reads before deleting them; `in_flight`: at most that many
+    partitions read at once."""
+    ordered = list(parts)
+    window = in_flight or len(ordered) or 1
+    rows: list[Any] = []
+    for start in range(0, len(ordered), window):
+        futures = [db.execute_async(SELECT_EXPIRING, (team_id, channel_id, part))
+                   for part in ordered[start:start + window]]
+        rows += [row for future in futures for row in future.result()]
+    return rows
 
 
 def count_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int]) -> int:

@@ -268,14 +268,15 @@ def every_term(channel_id: str, user_id: str | None, texts: Iterable[str | None]
 
 def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings: Iterable[tuple[str, int]], *,
                           whole_before: int | None, dropped: set[tuple[str, int]] | None = None,
-                          unlisted: set[str] | None = None) -> list[Write]:
+                          unlisted: set[str] | None = None, in_flight: int | None = None) -> list[Write]:
     """The deletes of postings (term, ts) of one channel. `whole_before` (a UTC day): every message of the
     workspace before it goes, so each (term, day) partition is dropped whole and the term's listing loses the
     days before it. Otherwise each (term, day) partition is read first (before any delete, a little more than
     this channel's postings there): one that holds only these postings is dropped whole with its listing row (a
     word of these messages alone), else these postings are deleted one by one (a row tombstone each, in a
     partition other messages of the day keep). `dropped` / `unlisted` (whole days): the (term, day) partitions
-    and terms' listings this run already dropped, left out (a common word is in every channel's day)."""
+    and terms' listings this run already dropped, left out (a common word is in every channel's day).
+    `in_flight`: at most that many reads outstanding at once (a run beside production reads)."""
     by_key: dict[tuple[str, int], set[int]] = {}
     for term, ts in postings:
         by_key.setdefault((term, day_of(ts)), set()).add(ts)
@@ -288,15 +289,19 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
             writes += expire_day_terms_writes(team_id, day, day_terms, whole_before=whole_before, dropped=dropped,
                                               unlisted=unlisted)
         return writes
-    reads = {key: db.execute_async(SELECT_POSTINGS, (team_id, key[0], key[1], 2**63 - 1, 0, len(mine) + 1))
-             for key, mine in by_key.items()}
-    for (term, day), future in sorted(reads.items()):
-        mine = by_key[(term, day)]
-        found = list(future.result())
-        if len(found) <= len(mine) and all(r.channel_id == channel_id and r.ts in mine for r in found):
-            writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
-        else:
-            writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
+    keys = sorted(by_key)
+    window = in_flight or len(keys) or 1
+    for start in range(0, len(keys), window):
+        reads = [(key, db.execute_async(SELECT_POSTINGS, (team_id, key[0], key[1], 2**63 - 1, 0,
+                                                          len(by_key[key]) + 1)))
+                 for key in keys[start:start + window]]
+        for (term, day), future in reads:
+            mine = by_key[(term, day)]
+            found = list(future.result())
+            if len(found) <= len(mine) and all(r.channel_id == channel_id and r.ts in mine for r in found):
+                writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
+            else:
+                writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
     return writes
 
 
