@@ -115,7 +115,9 @@ class _Pending:
     def add(self, entry: tuple) -> None:
         with self._lock:
             self._entries.append(entry)
-            full = len(self._entries) >= BATCH_ROWS
+            # The writer is woken once as the entries reach a batch, not again by every entry added before it
+            # takes them (an Event.set is a lock and a notify).
+            full = len(self._entries) == BATCH_ROWS
         self.add_thread()
         if full:
             self._wake.set()
