@@ -621,9 +621,11 @@ def _stop(procs: Iterable[subprocess.Popen]) -> None:
 @contextlib.contextmanager
 def served(settings: Settings, logs: Path, *, workers: int = 3, threads: int = 8,
            env: Mapping[str, str] | None = None, app: str = "api.wsgi:app", app_log: str | None = None,
-           beside: Mapping[str, Sequence[str]] | None = None, ready_timeout: float = 60.0) -> Iterator[Served]:
+           beside: Mapping[str, Sequence[str]] | None = None, ready_timeout: float = 60.0,
+           root: Path = ROOT) -> Iterator[Served]:
     """gunicorn with the project's gunicorn.conf.py serving `app` on the node and keyspace of `settings`, on a free
-    loopback port, `workers` x `threads`; stopped on exit.
+    loopback port, `workers` x `threads`; stopped on exit. `root`: the code served (another checkout of the
+    project, e.g. an older commit's worktree, to compare with).
 
     - `env`: values over the defaults set here (CHRONICLE_LOG_LEVEL=WARNING, no access log, no background
       workers, no control socket, Prometheus' directory under `logs`): tokens, CHRONICLE_LOG_LEVEL=INFO with an
@@ -642,17 +644,17 @@ def served(settings: Settings, logs: Path, *, workers: int = 3, threads: int = 8
                 "CHRONICLE_BIND": f"127.0.0.1:{port}", "CHRONICLE_WORKERS": str(workers),
                 "CHRONICLE_THREADS": str(threads), "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_ACCESS_LOG": "",
                 "CHRONICLE_BACKGROUND_WORKERS": "0", "PROMETHEUS_MULTIPROC_DIR": str(logs / "metrics"),
-                "CHRONICLE_CONTROL_SOCKET": "", "PYTHONPATH": str(ROOT), **(env or {})}
+                "CHRONICLE_CONTROL_SOCKET": "", "PYTHONPATH": str(root), **(env or {})}
     with contextlib.ExitStack() as files:
         err = files.enter_context((logs / "gunicorn.log").open("ab"))
         out = files.enter_context((logs / app_log).open("ab")) if app_log else err
-        master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", app], cwd=ROOT, env=full_env,
+        master = subprocess.Popen([str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", app], cwd=root, env=full_env,
                                   stdout=out, stderr=err)
     started: dict[str, subprocess.Popen] = {}
     try:
         for name, command in (beside or {}).items():
             with (logs / f"{name}.log").open("ab") as sink:
-                started[name] = subprocess.Popen(list(command), cwd=ROOT, env=full_env, stdout=sink,
+                started[name] = subprocess.Popen(list(command), cwd=root, env=full_env, stdout=sink,
                                                  stderr=subprocess.STDOUT)
         deadline = time.monotonic() + ready_timeout
         streak = 0
@@ -666,15 +668,20 @@ def served(settings: Settings, logs: Path, *, workers: int = 3, threads: int = 8
         _stop([*started.values(), master])
 
 
-def settle(node: NodeSpec, keyspace: str, limit: float = 300.0) -> float:
-    """Flush `keyspace` and wait until the node runs no compaction; the seconds waited."""
+def settle(node: NodeSpec, keyspace: str, limit: float = 300.0, quiet_checks: int = 3) -> float:
+    """Flush `keyspace` and wait until the node has run no compaction for `quiet_checks` checks in a row, 2 s
+    apart; the seconds waited. One quiet look right after the flush is not enough: the compactions the flush's new
+    sstables call for are scheduled a moment later, and would then run during what comes next (seen: the load's
+    35 MB compactions of slack_messages ending inside the retention bench's measured runs)."""
     started = time.perf_counter()
     nodetool(node, "flush", keyspace)
+    quiet = 0
     while time.perf_counter() - started < limit:
         report = nodetool(node, "compactionstats")
         pending = re.search(r"^pending tasks\s+(\d+)", report, re.MULTILINE)
         running = re.search(r"^\s*id\s+compaction type", report, re.MULTILINE | re.IGNORECASE)
-        if pending is not None and int(pending.group(1)) == 0 and running is None:
+        quiet = quiet + 1 if pending is not None and int(pending.group(1)) == 0 and running is None else 0
+        if quiet >= quiet_checks:
             break
         time.sleep(2)
     return round(time.perf_counter() - started, 1)
