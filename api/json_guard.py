@@ -56,6 +56,9 @@ def check_request_body() -> None:
     from flask import request
     from flask_smorest import abort
 
+    environ = request.environ
+    if environ.get("CONTENT_LENGTH") in (None, "", "0") and "HTTP_TRANSFER_ENCODING" not in environ:
+        return  # no body (RFC 9112 6.3: without a length or chunked coding a request has none): most GETs
     if request.mimetype in _FORMS:
         return
     body = request.get_data(cache=True)

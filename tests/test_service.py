@@ -364,3 +364,22 @@ def test_each_function_is_asked_once_whether_it_is_a_coroutine_function(app, cli
     assert app.ensure_sync(plain) is plain and app.ensure_sync(plain) is plain
     with pytest.raises(RuntimeError, match="async"):  # as Flask answers without its async extra
         app.ensure_sync(coroutine)
+
+
+def test_a_body_is_checked_whether_it_comes_with_a_length_or_chunked(client):
+    """The body guard (api/json_guard.py) skips requests that have no body (no Content-Length, no chunked coding:
+    RFC 9112 6.3) and checks every other, a chunked one without a length too."""
+    import io
+
+    deep = b"[" * 5000
+    framings = [
+        {"headers": {"Content-Type": "application/json"}, "data": deep},
+        {"headers": {"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+         "input_stream": io.BytesIO(deep), "environ_overrides": {"wsgi.input_terminated": True, "CONTENT_LENGTH": ""}},
+    ]
+    for framing in framings:
+        response = client.open("/slack/events", method="POST", **framing)
+        message = response.get_json()["message"]
+        assert response.status_code == 400 and message.startswith("malformed request body") and \
+            "nested deeper" in message, (framing, message)
+    assert client.get("/healthz").status_code == 200
