@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -156,9 +157,14 @@ class RequestLine:
         line["level"] = "info"
         line["timestamp"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         text = _render_json(line) + "\n"
-        with handler.lock:  # whole lines among the other records the handler writes
-            handler.stream.write(text)
-            handler.stream.flush()
+        try:
+            with handler.lock:  # whole lines among the other records the handler writes
+                handler.stream.write(text)
+                handler.stream.flush()
+        except Exception:  # noqa: BLE001 - as logging's handlers: a line that cannot be written (a full disk, a
+            # closed pipe) never fails the request it records
+            with contextlib.suppress(Exception):
+                sys.stderr.write("chronicle: a request log line could not be written\n")
 
 
 def install_request_hooks(app: Flask) -> None:

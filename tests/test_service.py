@@ -144,6 +144,30 @@ def test_the_request_line_written_directly_is_the_line_logging_would_write(clien
     assert direct["timestamp"].endswith("Z") and len(direct["timestamp"]) == len(logged["timestamp"])
 
 
+def test_a_request_line_that_cannot_be_written_never_fails_the_request(client):
+    """A full disk or a closed pipe under the server's log: the request is answered as logging's own handlers
+    would let it be."""
+    import logging
+
+    class Full:
+        def write(self, _text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    broken = logging.StreamHandler(Full())
+    broken.chronicle_json = True
+    try:
+        root.handlers[:] = [broken]
+        response = client.get("/healthz", headers={"X-Request-Id": "disk-full"})
+    finally:
+        root.handlers[:] = saved
+    assert response.status_code == 200 and response.get_json() == {"status": "alive"}
+
+
 def test_metrics_count_requests_and_cassandra_queries(client):
     def sample(text: str, prefix: str) -> float:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
