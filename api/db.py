@@ -371,6 +371,17 @@ class Database:
             self._advance_later(future, [(statement, params)])
         return future
 
+    def execute_windows(self, statement: Statement, params_list: Iterable[Params], window: int | None = None
+                        ) -> Iterator[Any]:
+        """Each params' result, in order, with at most `window` requests outstanding (all at once without): reads
+        a background job makes beside production reads, which would otherwise queue behind all of them."""
+        pending = list(params_list)
+        size = window or len(pending) or 1
+        for start in range(0, len(pending), size):
+            futures = [self.execute_async(statement, params) for params in pending[start:start + size]]
+            for future in futures:
+                yield future.result()
+
     def send_partition(self, statement: Statement, rows: Sequence[Params]) -> ResponseFuture:
         """One partition's rows of `statement` as one unlogged batch (one mutation, exempt from the batch size
         thresholds), sent without waiting: for appends nothing waits for (the audit log). The caller adds its

@@ -1173,14 +1173,8 @@ def expiring_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[i
                   in_flight: int | None = None) -> list[Any]:
     """The rows of these partitions a retention run reads before deleting them; `in_flight`: at most that many
     partitions read at once."""
-    ordered = list(parts)
-    window = in_flight or len(ordered) or 1
-    rows: list[Any] = []
-    for start in range(0, len(ordered), window):
-        futures = [db.execute_async(SELECT_EXPIRING, (team_id, channel_id, part))
-                   for part in ordered[start:start + window]]
-        rows += [row for future in futures for row in future.result()]
-    return rows
+    reads = db.execute_windows(SELECT_EXPIRING, [(team_id, channel_id, part) for part in parts], in_flight)
+    return [row for result in reads for row in result]
 
 
 def count_rows(db: Database, team_id: str, channel_id: str, parts: Iterable[int]) -> int:

@@ -290,18 +290,15 @@ def expire_posting_writes(db: Database, team_id: str, channel_id: str, postings:
                                               unlisted=unlisted)
         return writes
     keys = sorted(by_key)
-    window = in_flight or len(keys) or 1
-    for start in range(0, len(keys), window):
-        reads = [(key, db.execute_async(SELECT_POSTINGS, (team_id, key[0], key[1], 2**63 - 1, 0,
-                                                          len(by_key[key]) + 1)))
-                 for key in keys[start:start + window]]
-        for (term, day), future in reads:
-            mine = by_key[(term, day)]
-            found = list(future.result())
-            if len(found) <= len(mine) and all(r.channel_id == channel_id and r.ts in mine for r in found):
-                writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
-            else:
-                writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
+    reads = db.execute_windows(SELECT_POSTINGS, [(team_id, term, day, 2**63 - 1, 0, len(by_key[(term, day)]) + 1)
+                                                 for term, day in keys], in_flight)
+    for (term, day), result in zip(keys, reads, strict=True):
+        mine = by_key[(term, day)]
+        found = list(result)
+        if len(found) <= len(mine) and all(r.channel_id == channel_id and r.ts in mine for r in found):
+            writes += [(DELETE_TERM_DAY_POSTINGS, (team_id, term, day)), (DELETE_TERM_DAY, (team_id, term, day))]
+        else:
+            writes += [(DELETE_POSTING, (team_id, term, day, ts, channel_id)) for ts in sorted(mine)]
     return writes
 
 
