@@ -148,6 +148,30 @@ def transact(db: Database, statement: Statement, params: Params, settle: Callabl
     return settle()
 
 
+class SecondPassPolicy(TokenAwarePolicy):
+    """Token-aware routing whose query plan offers its hosts a second time, once speculative attempts cannot
+    reach them.
+
+    The driver keeps one plan per request and speculative attempts take hosts from it: with three nodes and two
+    attempts, a slow request has every host in flight. When the first one's connection then breaks (a frozen
+    node's heartbeat fails), the driver retries "the next host" of that plan, finds none and fails the request
+    with NoHostAvailable while the other two attempts are still out and would answer. The second pass gives that
+    retry a host. It follows only a plan that holds every attempt (the first and `speculative_attempts` more),
+    so a speculative attempt never asks a node a second time (one or two nodes: the driver's plan as it was)."""
+
+    def __init__(self, child: DCAwareRoundRobinPolicy, speculative_attempts: int) -> None:
+        super().__init__(child)
+        self.speculative_attempts = speculative_attempts
+
+    def make_query_plan(self, working_keyspace: str | None = None, query: Any = None) -> Iterator[Any]:
+        first: list[Any] = []
+        for host in super().make_query_plan(working_keyspace, query):
+            first.append(host)
+            yield host
+        if len(first) >= 1 + self.speculative_attempts:  # attempts end with the first pass
+            yield from first
+
+
 class Database:
     """The process's Cluster, Session and prepared statements, and the runtime that domain code reads with them:
     the clock it decides time by (`clock`) and the caches of what it read (`caches`, api/caches.py). Domain
@@ -180,7 +204,8 @@ class Database:
         s = self.settings
         def profile(row_factory: Callable[..., Any]) -> ExecutionProfile:
             return ExecutionProfile(
-                load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc)),
+                load_balancing_policy=SecondPassPolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc),
+                                                       s.speculative_attempts),
                 consistency_level=s.read_consistency,
                 request_timeout=s.request_timeout,
                 row_factory=row_factory,

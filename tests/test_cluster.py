@@ -122,3 +122,48 @@ def test_a_frozen_node_costs_the_speculative_delay_not_the_timeout_and_readiness
         os.kill(frozen, signal.SIGCONT)
         node_db.close()
         set_db(db)  # create_app installed node_db as the process's database
+
+
+def test_a_connection_that_breaks_with_every_node_asked_is_retried_not_failed(cluster, rf3_keyspace):
+    """Speculative attempts take every host of a request's plan (three nodes, two attempts). When one of those
+    connections then breaks, the driver retries on the plan's next host: the second pass (api/db.py
+    SecondPassPolicy) gives it one. Without it the request fails with NoHostAvailable at once, while the two other
+    attempts are still out (CI saw this as a frozen node's heartbeat failed)."""
+    import os
+    import signal
+    import time
+
+    from api.db import Statement
+    from api.node.process import read_pid
+
+    settings = dataclasses.replace(
+        Settings.from_env(), contact_points=[s.address for s in cluster], cassandra_port=cluster[0].native_port,
+        keyspace=rf3_keyspace, replication="NetworkTopologyStrategy:datacenter1:3", request_timeout=30.0,
+        speculative_delay=0.05, speculative_attempts=2)
+    admin = Database(dataclasses.replace(settings, request_timeout=60.0), keyspace="")
+    admin.execute_raw(f"CREATE TABLE IF NOT EXISTS {rf3_keyspace}.fault_rows (k uuid PRIMARY KEY, v int) "
+                      "WITH comment = 'Q: fault test rows'", timeout=60)
+    admin.close()
+    node_db = Database(settings)
+    insert = Statement("INSERT INTO fault_rows (k, v) VALUES (?, ?)")
+    select = Statement("SELECT v FROM fault_rows WHERE k = ?")
+    key = uuid.uuid4()
+    node_db.execute(insert, (key, 7))
+    assert node_db.execute(select, (key,)).one().v == 7  # prepared on every node before they freeze
+    pids = [read_pid(spec) for spec in cluster]
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            future = node_db.execute_async(select, (key,))
+            time.sleep(0.5)  # the first attempt and both speculative ones are out; no node answers
+            assert len(future.attempted_hosts) == 3
+            broken = next(h for h in node_db.cluster.metadata.all_hosts() if h.address == cluster[0].address)
+            node_db.session.remove_pool(broken).result()  # its connection closes: that attempt errors, is retried
+            time.sleep(0.5)  # the driver retries on its executor, while every node is still frozen
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        assert future.result().one().v == 7
+    finally:
+        node_db.close()

@@ -165,6 +165,17 @@ def test_lightweight_transactions_are_never_sent_twice_at_once(db: Database):
     assert db.cluster.profile_manager.default.speculative_execution_policy is not None
 
 
+def test_a_speculative_attempt_never_asks_a_node_twice(db: Database):
+    """The plan's second pass (a retry's host when speculative attempts took every node: tests/test_cluster.py)
+    follows only plans that hold every attempt: on one node a slow read is not sent to it again."""
+    plain = Statement("SELECT version FROM schema_migrations WHERE scope = ?")
+    bound = db.prepared(plain).bind(("slack",))
+    policy = db.cluster.profile_manager.default.load_balancing_policy
+    assert db.settings.speculative_attempts >= 1
+    assert [h.address for h in policy.make_query_plan(db.keyspace, bound)] == \
+        [h.address for h in db.cluster.metadata.all_hosts()] == ["127.0.0.1"]
+
+
 def test_replicas_needed_per_consistency_level():
     from cassandra import ConsistencyLevel as CL
 
