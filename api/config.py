@@ -543,6 +543,9 @@ class NodeSettings:
     jmx_port: int
     heap: str
     heap_new: str
+    # The node's timer slack (api/node/process.py, docs/node.md): how late its timed waits may end. Coarser than
+    # the kernel's 50 us, Cassandra's shared-pool workers stop spin-waiting between requests sooner.
+    timer_slack_us: int
     cache_dir: Path
     state_dir: Path
     # A Maven settings.xml for the fetch (mirrors, proxies, another local repository); empty: Maven's own.
@@ -556,6 +559,7 @@ class NodeSettings:
             jmx_port=env_int("CHRONICLE_CASSANDRA_JMX_PORT", 7199, low=1, high=65535),
             heap=env("CHRONICLE_CASSANDRA_HEAP", "1G"),
             heap_new=env("CHRONICLE_CASSANDRA_HEAP_NEW", "256M"),
+            timer_slack_us=env_int("CHRONICLE_CASSANDRA_TIMER_SLACK_US", 250, low=0, high=100_000),
             cache_dir=cache_dir(),
             state_dir=state_dir(),
             maven_settings=env("CHRONICLE_MAVEN_SETTINGS", ""),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.config import state_dir
+from api.config import NodeSettings, state_dir
 from api.node.config import NodeSpec
 
 TEST_API_TOKENS = {
@@ -50,4 +50,5 @@ def spare_spec() -> NodeSpec:
         name="spare", address="127.0.0.10", native_port=9342, storage_port=7400, jmx_port=7410,
         home=state_dir() / "test-spare" / "node1", cluster_name="chronicle-spare",
         seeds=("127.0.0.10",), initial_token=0, heap="512M", heap_new="128M", jvm_options=SHORT_LIVED_JVM,
+        timer_slack_us=NodeSettings.from_env().timer_slack_us,
     )

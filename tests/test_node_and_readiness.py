@@ -64,6 +64,9 @@ def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_nod
     assert status.state == "UP" and status.release_version == version
     pid = status.pid
     assert pid and Path(f"/proc/{pid}").exists()
+    # Started with the configured timer slack (api/node/process.py timer_slack), which its threads inherit.
+    assert spare.timer_slack_us == 250
+    assert Path(f"/proc/{pid}/timerslack_ns").read_text().strip() == "250000"
 
     # A second start reuses the running node rather than starting another.
     messages: list[str] = []
@@ -170,6 +173,46 @@ def test_start_status_reuse_stop_restart_keep_data_and_readiness_follows_the_nod
 
 def _run_cli(args: list[str], env: dict[str, str], cli: list[str] = CLI) -> subprocess.CompletedProcess:
     return subprocess.run([*cli, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_process_started_with_a_timer_slack_inherits_it_and_the_starter_keeps_its_own():
+    import ctypes
+
+    from api.node.process import timer_slack
+
+    libc = ctypes.CDLL(None)
+    own = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK
+    with timer_slack(300):
+        inside = subprocess.run(["cat", "/proc/self/timerslack_ns"], capture_output=True, text=True).stdout
+    outside = subprocess.run(["cat", "/proc/self/timerslack_ns"], capture_output=True, text=True).stdout
+    with timer_slack(0):  # 0: left alone
+        unchanged = subprocess.run(["cat", "/proc/self/timerslack_ns"], capture_output=True, text=True).stdout
+    assert inside.strip() == "300000"
+    assert outside.strip() == unchanged.strip() == str(own)
+    assert libc.prctl(30, 0, 0, 0, 0) == own
+
+
+def test_a_process_is_alive_until_its_last_thread_ends_not_its_first():
+    """The JVM's main thread ends before its others as it shuts down: the process is a zombie leader with threads
+    that still hold its ports, and a restart that took it for gone found the JMX port in use."""
+    from api.node.process import _pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "import ctypes, threading, time; "
+                              "threading.Thread(target=time.sleep, args=(1.5,)).start(); time.sleep(0.1); "
+                              "ctypes.CDLL(None).pthread_exit(None)"])
+    try:
+        time.sleep(0.6)
+        state = Path(f"/proc/{child.pid}/status").read_text()
+        assert "State:\tZ" in state  # the main thread is gone, the other sleeps on
+        assert _pid_alive(child.pid)
+        deadline = time.monotonic() + 10
+        while _pid_alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _pid_alive(child.pid)  # every thread ended: our zombie child, not alive
+        assert child.poll() is not None
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_missing_java_is_reported_with_a_fix(tmp_path):

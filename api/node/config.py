@@ -54,6 +54,7 @@ class NodeSpec:
     heap: str = "1G"
     heap_new: str = "256M"
     jvm_options: tuple[str, ...] = ()  # added to the JVM's command line (the suite's short-lived nodes)
+    timer_slack_us: int = 0  # the JVM's timer slack (api/node/process.py); 0: the starting thread's, unchanged
 
     @property
     def log_file(self) -> Path:
@@ -79,6 +80,7 @@ def local_node_spec(native_port: int | None = None, settings: NodeSettings | Non
         initial_token=0,
         heap=settings.heap,
         heap_new=settings.heap_new,
+        timer_slack_us=settings.timer_slack_us,
     )
 
 
@@ -87,7 +89,8 @@ def cluster_specs(size: int, native_port: int = 9142, storage_port: int = 7100, 
     """Nodes 127.0.0.1 .. 127.0.0.N, ports apart from the local node's so both can run at once."""
     if not 1 <= size <= 9:
         raise NodeError("a loopback cluster has between 1 and 9 nodes")
-    state = (settings or NodeSettings.from_env()).state_dir
+    settings = settings or NodeSettings.from_env()
+    state = settings.state_dir
     addresses = [f"127.0.0.{i}" for i in range(1, size + 1)]
     # Evenly spaced Murmur3 tokens: one token per node, so no token allocation or bootstrap streaming.
     span = 2**64 // size
@@ -104,6 +107,7 @@ def cluster_specs(size: int, native_port: int = 9142, storage_port: int = 7100, 
             initial_token=-(2**63) + (i - 1) * span,
             heap=heap,
             heap_new="128M",
+            timer_slack_us=settings.timer_slack_us,
         )
         for i in range(1, size + 1)
     ]

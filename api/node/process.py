@@ -7,6 +7,7 @@ A node is a `java ... CassandraDaemon` process in a session of its own, its pid 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import errno
 import os
@@ -14,9 +15,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from api.config import NodeSettings
 from api.node.common import NodeError, PrerequisiteError, say
@@ -31,11 +34,15 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie (our own exited child) still answers kill(0); /proc tells it apart.
+    # A zombie (our own exited child) still answers kill(0); /proc tells it apart. A zombie whose other threads
+    # still run is a process whose main thread ended first (the JVM does this as it shuts down): its sockets, the
+    # ports a restart needs, are open until the last thread ends.
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":" in line)
     except OSError:
         return True
+    return not status.get("State", "").strip().startswith("Z") or int(status.get("Threads", "1")) > 1
 
 
 def read_pid(spec: NodeSpec) -> int | None:
@@ -88,6 +95,39 @@ def release_version(address: str, port: int, timeout: float = 5.0) -> str:
         cluster.shutdown()
 
 
+_PR_SET_TIMERSLACK, _PR_GET_TIMERSLACK = 29, 30  # prctl(2)
+
+
+@contextlib.contextmanager
+def timer_slack(microseconds: int) -> Iterator[None]:
+    """The calling thread's timer slack set to `microseconds` meanwhile (0: left alone), so a process it starts
+    inherits it (fork copies the thread's value, execve keeps it; Linux only, elsewhere nothing changes).
+
+    Why the node gets one (docs/node.md, "Timer slack"): Cassandra's shared-pool workers spin-wait between
+    requests, parking 10 us at a time for up to 10 ms after each; with the kernel's default 50 us slack each spin
+    is a wake-up, and at a few hundred requests a second they burned ~0.35 of this machine's two cores. With
+    250 us they give up the CPU after a few wake-ups."""
+    libc = _libc() if microseconds > 0 else None
+    before = libc.prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0) if libc is not None else -1
+    if before <= 0:
+        yield
+        return
+    libc.prctl(_PR_SET_TIMERSLACK, microseconds * 1000, 0, 0, 0)
+    try:
+        yield
+    finally:
+        libc.prctl(_PR_SET_TIMERSLACK, before, 0, 0, 0)
+
+
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
 def start_node(spec: NodeSpec, *, timeout: float = 180.0, settings: NodeSettings | None = None, log=say) -> str:
     """Start `spec` (or reuse it when it already runs) and wait until CQL answers; returns its release."""
     pid = read_pid(spec)
@@ -111,10 +151,11 @@ def start_node(spec: NodeSpec, *, timeout: float = 180.0, settings: NodeSettings
                 )
         prepare_node_dirs(spec)
         stdout = (spec.home / "logs" / "stdout.log").open("ab")
-        proc = subprocess.Popen(
-            jvm_command(spec, lib, java), stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=spec.home, start_new_session=True,  # survives the shell that started it
-        )
+        with timer_slack(spec.timer_slack_us):  # the JVM's threads inherit it from the forking thread
+            proc = subprocess.Popen(
+                jvm_command(spec, lib, java), stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=spec.home, start_new_session=True,  # survives the shell that started it
+            )
         stdout.close()
         pid = proc.pid
         spec.pid_file.write_text(f"{pid}\n")
