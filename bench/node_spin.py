@@ -91,6 +91,10 @@ def measure(db: Database, read: Statement, pid: int, rates: list[float], seconds
     return rows
 
 
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="250,1000,4000", help="reads a second, comma-separated")
@@ -104,7 +108,6 @@ def main() -> int:
     node = local_node()
     results: list[dict[str, Any]] = []
     settings = scratch_settings(KEYSPACE, node=node, request_timeout=60.0)
-    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
     try:
         for round_no in range(args.rounds):
             for slack in slacks:
