@@ -52,7 +52,8 @@ open-loop p99 <= 20 ms at 300 timeline pages/s offered.
    time it was sent and answered. The recording goes to a pickle; `recorded` in the result lists, per target,
    the statements of a request and how many rounds of round trips they took (bench/hotpath_replay.rounds).
 4. Measurement, per target, one phase after the other with gunicorn (gunicorn.conf.py, `--workers` x
-   `--threads`, production logging: INFO request log and an access log, unless `--quiet-logs`) running
+   `--threads`, production logging: the INFO request log and no gunicorn access log, as gunicorn.conf.py
+   serves by default; `--quiet-logs` WARNING, `--access-log` adds gunicorn's access log) running
    throughout, the machine left to become quiet before each phase (`--wait-quiet`, bench.viewer.wait_quiet):
    - raw: bench/hotpath_replay.py in a process of its own replays the target's recorded requests with the plain
      driver (every CQL prepared once, 16 requests in flight, the same consistency levels; all calls of a request
@@ -651,8 +652,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["session_data"] = {"caches": data["caches"], "tagging": data["tagging"]}
     targets, recording, result["recorded"] = record(app_settings, args, data, logs)
     env = {"CHRONICLE_API_TOKENS": tokens, "CHRONICLE_ADMIN_TOKEN": ADMIN_TOKEN}
-    if not args.quiet_logs:  # the production defaults: INFO request log, an access log
-        env.update(CHRONICLE_LOG_LEVEL="INFO", CHRONICLE_ACCESS_LOG=str(logs / "access.log"))
+    if not args.quiet_logs:  # the production default: the INFO request log (gunicorn's access log is off)
+        env.update(CHRONICLE_LOG_LEVEL="INFO")
+    if args.access_log:
+        env.update(CHRONICLE_ACCESS_LOG=str(logs / "access.log"))
     if args.ab_audit:
         result["ab_audit"] = ab_audit(app_settings, args, targets, env, logs)
         table_ab(result["ab_audit"])
@@ -854,7 +857,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab-same", action="store_true",
                         help="with --ab-audit: both servers with the audit off (the A/B's own noise: a null result)")
     parser.add_argument("--quiet-logs", action="store_true",
-                        help="serve with WARNING logs and no access log (default: INFO and an access log)")
+                        help="serve with WARNING logs (default: INFO, the request log's production level)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="also gunicorn's access log, a second line per request (off by default in "
+                             "gunicorn.conf.py: the app logs every request it answers)")
     args = parser.parse_args(argv)
     unknown = set(args.targets) - set(TARGETS)
     if unknown:

@@ -6,8 +6,8 @@ with the code at an earlier commit and with the code here, served alternately so
 
 Reads the hotpath keyspace as it is (load it with `python -m bench.hotpath` first). The code at COMMIT is checked
 out in a temporary git worktree (removed after); each round serves the earlier code and then this code (the order
-swapped every other round) with gunicorn at the production defaults (3 workers x 8 threads, INFO request log, an
-access log), and drives each target at c16 (bench/network_loadgen.py, 2 processes) for `--seconds` after
+swapped every other round) with gunicorn at the production defaults (3 workers x 8 threads, INFO request log, no
+gunicorn access log), and drives each target at c16 (bench/network_loadgen.py, 2 processes) for `--seconds` after
 `--warmup`. The requests are bench/hotpath.py's: `timeline` (16 pages of the flat channel), `timeline-304` (the
 same pages revalidated with their ETags), `floor` (/healthz). `--page-cache-mb 0` (the default) makes every
 timeline page a built one: kept pages would hide the build's cost.
@@ -86,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             for round_no in range(args.rounds):
                 for tree in TREES if round_no % 2 == 0 else TREES[::-1]:
                     logs = Path(scratch) / f"{tree}-{round_no}"
-                    with served(settings, logs, env={**env, "CHRONICLE_ACCESS_LOG": str(logs / "access.log")},
-                                app_log="app.log", root=roots[tree]) as srv:
+                    with served(settings, logs, env=env, app_log="app.log", root=roots[tree]) as srv:
                         pids = {"gunicorn workers": _children(srv.master.pid)}
                         for name in targets:
                             target = requests[name]
