@@ -36,13 +36,23 @@ PUT_ROW = Statement(
     "INSERT INTO home_timeline_buckets (network, account_id, bucket, posted_at, post_id, author_id, "
     "author_username, original_author, content, language, country, latitude, longitude, share_count) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?")
+# Rows as plain tuples (a home page decodes 50 or more; by likes 800 keys): `_post` reads them by position, in
+# the order of these columns.
 READ_BUCKET = Statement(
     "SELECT posted_at, post_id, author_id, author_username, original_author, content, language, country, "
     "latitude, longitude, share_count FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
-    "AND bucket = ? LIMIT ?")
+    "AND bucket = ? LIMIT ?", tuples=True)
 READ_BUCKET_KEYS = Statement(
     "SELECT posted_at, post_id, author_id FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
-    "AND bucket = ? LIMIT ?", name="SELECT home_timeline_buckets (keys)")
+    "AND bucket = ? LIMIT ?", name="SELECT home_timeline_buckets (keys)", tuples=True)
+
+
+def _post(row: tuple[Any, ...]) -> Post:
+    """A Post from a READ_BUCKET row, or only its id, author and time from a READ_BUCKET_KEYS row (tuples)."""
+    if len(row) == 3:
+        return Post(row[1], row[2], to_utc(row[0]))
+    return Post(row[1], row[2], to_utc(row[0]), row[3], row[4], row[5], row[6], row[7], row[8], row[9], 0,
+                row[10] or 0)
 GET_STATE = Statement(
     "SELECT built_at, cutoff, complete FROM home_cache_state WHERE network = ? AND account_id = ?")
 GET_STATE_FRESH = Statement(
@@ -232,10 +242,7 @@ def read(db: Database, network: str, account_id: int, state: CacheState, limit: 
         i += len(chunk)
         futures += [db.execute_async(statement, (network, account_id, h, limit)) for h in chunk]
         for f in futures:
-            if keys_only:
-                rows.extend(Post(r.post_id, r.author_id, to_utc(r.posted_at)) for r in f.result())
-            else:
-                rows.extend(Post.from_row(r) for r in f.result())
+            rows.extend(map(_post, f.result()))
         futures = []
         newest_unread = (datetime.fromtimestamp((hours[i] + 1) * 3600, UTC) + FUTURE_SLACK
                          if i < len(hours) else None)
@@ -266,8 +273,8 @@ def copies_of(db: Database, network: str, reader: int, author: int, buckets: Ite
               post_ids: Collection[int] = ()) -> list[tuple[int, datetime, int]]:
     """(bucket, posted_at, post id) of the author's posts (and of `post_ids`) in a reader's cache partitions."""
     futures = [(b, db.execute_async(READ_BUCKET_KEYS, (network, reader, b, _CACHE_ROWS))) for b in buckets]
-    return [(b, r.posted_at, r.post_id) for b, f in futures for r in f.result()
-            if r.author_id == author or r.post_id in post_ids]
+    return [(b, posted_at, post_id) for b, f in futures for posted_at, post_id, author_id in f.result()
+            if author_id == author or post_id in post_ids]
 
 
 def erase_copies_writes(network: str, reader: int, author: int, copies: Iterable[tuple[int, datetime, int]]
@@ -290,7 +297,7 @@ def rows_naming(db: Database, network: str, reader: int, author: int, buckets: I
     """The reader's cached copies of the author's posts, the copies `stale` says are out of date, and its
     exclusion of the author (the erasure proof)."""
     futures = [db.execute_async(READ_BUCKET, (network, reader, b, _CACHE_ROWS)) for b in buckets]
-    copies = [Post.from_row(r) for f in futures for r in f.result()]
+    copies = [_post(r) for f in futures for r in f.result()]
     excluded = db.execute(EXCLUDED_AUTHORS, (network, reader))
     return (sum(1 for p in copies if p.author_id == author or stale(p))
             + sum(1 for r in excluded if r.author_id == author))
