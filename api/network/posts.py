@@ -39,7 +39,7 @@ GET_POSTS = Statement(
     name="SELECT posts_by_id (some)")
 LIKES_OF_POSTS = Statement(
     "SELECT post_id, author_id, like_count FROM posts_by_id WHERE network = ? AND post_id IN ?",
-    name="SELECT posts_by_id (like counts)")
+    name="SELECT posts_by_id (like counts)", tuples=True)  # rows as plain tuples: a home page reads 30 or 800
 GET_POST_AND_TERM_BUCKETS = Statement(  # a like needs both: one read
     f"SELECT post_id, author_id, posted_at, {_POST_COLS}, term_buckets FROM posts_by_id WHERE network = ? AND "
     "post_id = ?", name="SELECT posts_by_id (with term buckets)")
@@ -88,7 +88,8 @@ POSTS_BETWEEN = Statement(
 # when they are few next to its posts; `share_count` tells a whole row from one holding only a like count.
 LIKES_OF_AUTHOR_MONTHS = Statement(
     "SELECT post_id, like_count, share_count FROM posts_by_author WHERE network = ? AND author_id IN ? "
-    "AND month IN ? AND posted_at >= ? AND posted_at <= ?", name="SELECT posts_by_author (like counts)")
+    "AND month IN ? AND posted_at >= ? AND posted_at <= ?", name="SELECT posts_by_author (like counts)",
+    tuples=True)
 RECENT_OF_AUTHORS = Statement(
     f"SELECT author_id, post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id IN ? AND month IN ? AND posted_at >= ? PER PARTITION LIMIT ?")
@@ -152,7 +153,8 @@ def like_counts(db: Database, network: str, post_ids: Iterable[int]) -> dict[int
     ids = list(dict.fromkeys(post_ids))
     futures = [db.execute_async(LIKES_OF_POSTS, (network, ids[i:i + _IN_CHUNK]))
                for i in range(0, len(ids), _IN_CHUNK)]
-    return {r.post_id: r.like_count or 0 for f in futures for r in f.result() if r.author_id is not None}
+    return {post_id: like_count or 0 for f in futures for post_id, author_id, like_count in f.result()
+            if author_id is not None}
 
 
 _SLICE_GAIN = 4  # posts per author-month partition above which a window's counts are read by partition
@@ -176,8 +178,8 @@ def window_like_counts(db: Database, network: str, window: Iterable[Post]) -> di
     futures = [db.execute_async(LIKES_OF_AUTHOR_MONTHS, (network, authors[i:i + _AUTHORS_PER_READ], months,
                                                          first, last))
                for i in range(0, len(authors), _AUTHORS_PER_READ)]
-    return {r.post_id: r.like_count or 0 for f in futures for r in f.result()
-            if r.post_id in wanted and r.share_count is not None}
+    return {post_id: like_count or 0 for f in futures for post_id, like_count, share_count in f.result()
+            if post_id in wanted and share_count is not None}
 
 
 def term_buckets(db: Database, network: str, post_id: int) -> dict[str, int]:
