@@ -45,14 +45,6 @@ READ_BUCKET = Statement(
 READ_BUCKET_KEYS = Statement(
     "SELECT posted_at, post_id, author_id FROM home_timeline_buckets WHERE network = ? AND account_id = ? "
     "AND bucket = ? LIMIT ?", name="SELECT home_timeline_buckets (keys)", tuples=True)
-
-
-def _post(row: tuple[Any, ...]) -> Post:
-    """A Post from a READ_BUCKET row, or only its id, author and time from a READ_BUCKET_KEYS row (tuples)."""
-    if len(row) == 3:
-        return Post(row[1], row[2], to_utc(row[0]))
-    return Post(row[1], row[2], to_utc(row[0]), row[3], row[4], row[5], row[6], row[7], row[8], row[9], 0,
-                row[10] or 0)
 GET_STATE = Statement(
     "SELECT built_at, cutoff, complete FROM home_cache_state WHERE network = ? AND account_id = ?")
 GET_STATE_FRESH = Statement(
@@ -224,6 +216,14 @@ def start_excluded(db: Database, network: str, account_id: int):
 
 def excluded_from(future) -> set[int]:
     return {r.author_id for r in future.result() if r.excluded}
+
+
+def _post(row: tuple[Any, ...]) -> Post:
+    """A Post from a READ_BUCKET row, or only its id, author and time from a READ_BUCKET_KEYS row (tuples)."""
+    if len(row) == 3:
+        return Post(row[1], row[2], to_utc(row[0]))
+    return Post(row[1], row[2], to_utc(row[0]), row[3], row[4], row[5], row[6], row[7], row[8], row[9], 0,
+                row[10] or 0)
 
 
 def read(db: Database, network: str, account_id: int, state: CacheState, limit: int,
