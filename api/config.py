@@ -372,6 +372,10 @@ class Settings:
     # The access audit log (api/audit.py): on by default; its rows expire after this many days.
     audit: bool = True
     audit_retention_days: int = 400
+    # An erasure's run starts this long after its request (api/erasure/ledger.settle): every process's guard has
+    # seen the request by then (it reads requests every ledger.GUARD_REFRESH seconds) and writes it let through
+    # before have landed. Below GUARD_REFRESH, a write of the person's past may outlive the run.
+    erasure_settle_seconds: float = 15.0
     # Bytes of JSON pages (timeline, thread, message) a process keeps by their ETag (api/conditional.py); 0: none.
     page_cache_bytes: int = 32 * 1024 * 1024
     # The features' settings, read with the rest (a bad value stops the start, not a request).
@@ -412,6 +416,7 @@ class Settings:
             environment=env("CHRONICLE_ENV", "production").strip().lower() or "production",
             audit=env_bool("CHRONICLE_AUDIT", True),
             audit_retention_days=env_int("CHRONICLE_AUDIT_RETENTION_DAYS", 400, low=1, high=36_500),
+            erasure_settle_seconds=env_float("CHRONICLE_ERASURE_SETTLE_SECONDS", 15.0, low=0.0),
             page_cache_bytes=env_int("CHRONICLE_PAGE_CACHE_MB", 32, low=0, high=65_536) * 1024 * 1024,
             network=NetworkSettings.from_env(),
             activity=ActivitySettings.from_env(),

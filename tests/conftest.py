@@ -44,6 +44,7 @@ def settings(cassandra_node: NodeSpec) -> Settings:
         keyspace=keyspace,
         replication="SimpleStrategy:1",
         request_timeout=10.0,
+        erasure_settle_seconds=0.0,  # tests/network/test_erasure.py measures the wait on a clock of its own
         cursor_secret=b"test-cursor-secret",
         slack_signing_secret="shared-test-secret",
         slack_signing_secrets={"T2": "t2-secret"},

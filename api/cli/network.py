@@ -447,6 +447,23 @@ def index_terms(network: str, terms: tuple[str, ...], posts_file: Path | None, d
         emit({"network": network, "dry_run": dry_run, "terms": out})
 
 
+@network.command("index-shares", context_settings=CONTEXT,
+                 short_help="Job: index every share by its original author (for networks loaded before it).")
+@click.option("--network", required=True)
+@click.option("--dry-run", is_flag=True, help="count the shares, write nothing")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def index_shares(network: str, dry_run: bool, quiet: bool) -> None:
+    """Write the share index (a post's original author -> the post; cql/0320) of every post that has an original
+    author. Posts written since that migration are indexed as they are written; run this once on a network
+    loaded before it, so an erasure of an account finds every share of its posts. Reads every account's posts;
+    writing a row again changes nothing, so an interrupted run is finished by running it again.
+
+    Exit codes: 0 done, 2 usage error, 3 Cassandra unreachable.
+    """
+    with cassandra_errors(), progress_bars(not quiet) as bars:
+        emit(maintenance.index_shares(database(), network, dry_run=dry_run, progress=bars("accounts", None)))
+
+
 @network.command("reconcile", context_settings=CONTEXT,
                  short_help="Job: re-count follower/follows (and like) counters and repair drift.")
 @click.option("--network", required=True)

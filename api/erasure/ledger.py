@@ -96,6 +96,19 @@ def start(db: Database, archive: str, person: str, requested_by: str) -> Request
     return get(db, archive, request_id)
 
 
+def settle(db: Database, request: Request) -> float:
+    """Wait until `request` is in force in every process before a run reads what the archive holds: each
+    process's guard reads the requests at least every GUARD_REFRESH seconds, and a write that passed a guard not
+    yet refreshed lands moments later (`erasure_settle_seconds`, CHRONICLE_ERASURE_SETTLE_SECONDS, covers both).
+    Such a write is then already there for the run to erase; any later one the guard leaves out. Returns the
+    seconds waited (0 for a request asked long enough ago, e.g. one resumed)."""
+    wait = request.requested_at.timestamp() + db.settings.erasure_settle_seconds - db.clock.time()
+    if wait <= 0:
+        return 0.0
+    db.clock.sleep(wait)
+    return wait
+
+
 def view_changed(db: Database, archive: str) -> None:
     """A request or a hold of the archive changed: this process's guard (guard.py) reads them again."""
     db.caches.ttl(GUARD_CACHE, maxsize=4096, ttl=GUARD_REFRESH).pop(archive)

@@ -39,6 +39,7 @@ from api.db import Database, Params, Statement
 from api.erasure import ledger
 from api.errors import NotFound
 from api.network import accounts, actions, activity_log, likes, posts, rankings, relations, search, timelines
+from api.network.common import FORMER_NAME
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.tokens import index_terms
 from api.network.values import Account, Post
@@ -57,7 +58,7 @@ _BATCH = 20
 # Places in the ledger (erasure_touched's "channel" column for a network request).
 POSTS, TERMS, READERS, RELATIONS, LIKED, MIRRORS, MONTHS, DAYS, MENTIONS = (
     "posts", "post-terms", "readers", "relations", "liked", "activity", "months", "days", "mentions")
-FORMER_NAME = "former_account"  # what others' posts show where they named the erased account
+SHARED, SHARES = "shared", "shares"  # its own shares' index rows; the months of its name's share index
 
 
 def scrub_mention(text: str | None, username: str) -> str | None:
@@ -89,6 +90,7 @@ class NetworkErasure:
         self.held: Counter[str] = Counter()
         self.now = datetime.now(UTC)
         self.rewritten: set[int] = set()  # others' posts that named it, rewritten (their cached copies go)
+        self.share_key: str | None = None  # its name's share index key (the proof reads it)
         self._lock = threading.Lock()
 
     def _count(self, what: str, n: int = 1) -> None:
@@ -178,6 +180,9 @@ class NetworkErasure:
         posted_us = int(post.posted_at.timestamp() * US)
         self._record(POSTS, [(posted_us // US_PER_DAY, post.post_id, f"at:{posted_us}")])
         self._record(TERMS, [(0, post.post_id, f"{bucket}:{term}") for term, bucket in buckets.items()])
+        shared = posts.shared_place(post)
+        if shared is not None:
+            self._record(SHARED, [(0, post.post_id, shared)])
         post_likers = likes.likers(self.db, self.network, post.post_id)
         self._count("posts_erased")
         self._count("likes_of_posts_removed", len(post_likers))
@@ -185,7 +190,8 @@ class NetworkErasure:
             return
         # Postings and likes first, the row by id after: a resumed run still finds the post's terms.
         self.db.execute_many(search.erase_post_writes(self.db, self.network, post, buckets)
-                             + likes.erase_post_writes(self.network, post.post_id, post_likers), batch_size=1)
+                             + likes.erase_post_writes(self.network, post.post_id, post_likers)
+                             + posts.unshare_writes(self.network, [post]), batch_size=1)
         self.db.execute(*posts.erase_by_id_write(self.network, post.post_id))
 
     def _unlike(self, post_id: int) -> None:
@@ -231,15 +237,22 @@ class NetworkErasure:
             self.db.execute_many(rankings.anonymise_writes(self.network, self.account_id, me.username, found))
 
     def _mentions(self, me: Account) -> set[int]:
-        """Others' posts naming it (`@name` in the text; a share's original author, when the text names it too:
-        the `@name` term's postings find them) read "@former_account" instead, with every copy: the post is
-        re-indexed under its new text (its postings and top-list rows carry the text), its rows written again, and
-        its old copies leave the caches of its author's followers (returned: `_cache` reads them)."""
+        """Others' posts naming it read "@former_account" instead, with every copy: those with `@name` in their
+        text (the `@name` term's postings find them) and the shares of its posts (its name's share index finds
+        them, whatever their text; their original author becomes "former_account"). Each is re-indexed under its
+        new text (its postings and top-list rows carry the text), its rows written again, and its old copies leave
+        the caches of its author's followers (returned: `_cache` reads them). Then its name's share index goes."""
         if not me.username:
             return set()
         mention = next((t for t in index_terms("@" + me.username) if t.startswith("@")), None)
+        key = self.share_key = posts.original_key(me.username)
+        share_months, shares = posts.shares_of(self.db, self.network, key)
+        # The months only: the index's key is a digest of the name, which the ledger does not keep.
+        self._record(SHARES, [(0, i, month) for i, month in enumerate(share_months)])
+        self._count("shares_found", len(shares))
+        named = search.posts_with_term(self.db, self.network, mention) if mention else []
         readers: set[int] = set()
-        for post_id in search.posts_with_term(self.db, self.network, mention) if mention else []:
+        for post_id in dict.fromkeys([*named, *(post_id for post_id, _author in shares)]):
             post, buckets = posts.post_and_term_buckets(self.db, self.network, post_id)
             if post is None or post.author_id == self.account_id:
                 continue
@@ -262,6 +275,8 @@ class NetworkErasure:
             self.db.execute_many(posts.post_writes(self.network, rewritten)
                                  + [posts.term_buckets_write(self.network, post_id, new_buckets)])
             actions.publish_likes(self.db, self.network, rewritten, new_buckets)
+        if not self.dry_run:  # last: a resumed run still finds the shares through it
+            self.db.execute_many(posts.drop_shares_writes(self.network, key, share_months))
         return readers
 
     def _forget_name(self, me: Account) -> None:
@@ -300,6 +315,9 @@ def erase(db: Database, network: str, account_id: int, *, requested_by: str,
         why = "archive" if held.archive else "account"
         return ledger.finish(db, request, ledger.HELD, {}, {f"request ({why} hold)": 1})
     ledger.set_state(db, request, ledger.RUNNING)
+    waited = ledger.settle(db, request)  # every process's guard has the request before anything is read
+    if waited:
+        log.info("erasure_settled", archive=archive, request=str(request.request_id), seconds=round(waited, 1))
     job = NetworkErasure(db, network, account_id, request, progress=progress, parallel=parallel)
     try:
         job.run()
@@ -307,7 +325,7 @@ def erase(db: Database, network: str, account_id: int, *, requested_by: str,
         ledger.finish(db, request, ledger.FAILED, job.counts, job.held)
         raise
     current = ledger.get(db, archive, request.request_id)
-    result = check(db, network, account_id, current)
+    result = check(db, network, account_id, current, job.share_key)
     ledger.record_proof(db, current, result)
     done = ledger.finish(db, current, ledger.DONE, job.counts, job.held)
     log.info("erasure", archive=archive, request=str(done.request_id), counts=dict(job.counts),
@@ -334,10 +352,13 @@ def prove(db: Database, network: str, account_id: int) -> ledger.Request:
 
 
 # -- the proof ------------------------------------------------------------------------------------------------------
-def check(db: Database, network: str, account_id: int, request: ledger.Request) -> dict[str, Any]:
+def check(db: Database, network: str, account_id: int, request: ledger.Request, share_key: str | None = None
+          ) -> dict[str, Any]:
     """Every table where a trace of the account would be, read there: its own partitions, and the places the
     ledger recorded (its posts' rows, postings and likes, readers' caches, relations' other sides, liked posts,
-    other accounts' activity days), and every Q2 / Q3 snapshot. ({} traces when clean.)"""
+    other accounts' activity days), and every Q2 / Q3 snapshot. ({} traces when clean.) Its name's share index
+    is read with `share_key` (the erasure's own proof knows it; the ledger keeps no name): a later proof finds
+    the shares it rewrote through the ledger (each names "former_account" now)."""
     a = account_id
     now = datetime.now(UTC)
     places = {place: ledger.touched(db, request, place) for place in sorted(request.channels)}
@@ -366,7 +387,11 @@ def check(db: Database, network: str, account_id: int, request: ledger.Request) 
     for _d, reader, _w in places.get(READERS, []):
         traces["home_timeline_buckets"] += timelines.rows_naming(
             db, network, reader, a, timelines.cache_buckets(db, db.settings.network, network, reader, now),
-            lambda copy: copy.post_id in rewritten and FORMER_NAME not in (copy.content or ""))
+            lambda copy: copy.post_id in rewritten and not _rewritten(copy))
+    for _d, post_id, place in places.get(SHARED, []):
+        traces["shares_by_original"] += posts.share_row_left(db, network, place, post_id)
+    if share_key is not None:
+        traces.update(posts.share_rows(db, network, share_key, [m for _d, _i, m in places.get(SHARES, [])]))
     for _d, other, _w in places.get(RELATIONS, []):
         traces["follower_relations_by_account"] += relations.rows_naming(db, network, other, a)
     for _d, post_id, _w in places.get(LIKED, []):
@@ -376,8 +401,13 @@ def check(db: Database, network: str, account_id: int, request: ledger.Request) 
     traces["top100_snapshots"] += len(rankings.snapshots_naming(db, network, a, None))
     for post_id in rewritten:  # the proof has no name to look for (the ledger keeps none): the neutral one is there
         post = posts.get_post(db, network, post_id)
-        traces["posts_by_id"] += int(post is not None and FORMER_NAME not in (post.content or ""))
+        traces["posts_by_id"] += int(post is not None and not _rewritten(post))
     found = {table: n for table, n in sorted(traces.items()) if n}
     return {"traces": found, "clean": not found, "places": {p: len(e) for p, e in places.items()},
             "tables": sorted(traces)}
 
+
+def _rewritten(post: Post) -> bool:
+    """A post the erasure rewrote shows the neutral name where it named the account: in its text (a mention) or as
+    its original author (a share)."""
+    return FORMER_NAME in (post.content or "") or post.original_author == FORMER_NAME

@@ -432,6 +432,9 @@ def erase(db: Database, team_id: str, user_id: str, *, requested_by: str, files:
         why = "archive" if held.archive else "user"
         return ledger.finish(db, request, ledger.HELD, {}, {f"request ({why} hold)": 1})
     ledger.set_state(db, request, ledger.RUNNING)
+    waited = ledger.settle(db, request)  # every process's guard has the request before anything is read
+    if waited:
+        log.info("erasure_settled", archive=archive, request=str(request.request_id), seconds=round(waited, 1))
     job = Erasure(db, team_id, user_id, request, files=files, progress=progress, parallel=parallel,
                   processes=processes)
     try:

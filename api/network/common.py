@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from api.network.tokens import index_terms
 
 BUCKETS = 16  # accounts_by_follower_count partitions per network: ~5k rows each at 81k accounts
+FORMER_NAME = "former_account"  # what others' posts show where they named an erased account (api/erasure)
 
 
 def words_of(text: str | None) -> set[str]:

@@ -1,5 +1,6 @@
 """Admin repairs of a whole network: counters re-counted from the rows they count (`chronicle network
-reconcile`), and a network dropped table family by table family (`chronicle network drop`)."""
+reconcile`), the share index written for posts loaded before it (`chronicle network index-shares`), and a network
+dropped table family by table family (`chronicle network drop`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,45 @@ def reconcile_counts(db: Database, network: str, account_ids: list[int] | None =
                     actions.publish_likes(db, network, post)
     return {"dry_run": dry_run, "accounts_checked": len(ids), "accounts_repaired": changed,
             "posts_repaired": post_changes}
+
+
+_SHARE_PARALLEL = 8  # accounts read side by side
+
+
+def index_shares(db: Database, network: str, *, dry_run: bool = False,
+                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Write the share index (cql/0320: shares by their original author's name, which an erasure reads) of every
+    post of the network that has an original author: for posts loaded before it. Every account with a count, its
+    posts read month by month; writing a row again changes nothing, so an interrupted run is finished by running it
+    again. `progress(n)` is told as accounts are done."""
+    pool = db.executor(f"network-index-shares-{_SHARE_PARALLEL}", _SHARE_PARALLEL)
+
+    def one(account_id: int) -> tuple[int, int]:
+        _months, own = posts.all_posts_of(db, network, account_id)
+        writes = [w for post in own for w in posts.share_writes(network, post)]
+        if writes and not dry_run:
+            db.execute_many(writes, batch_size=20)
+        return len(own), len(writes) // 2
+
+    totals = {"accounts": 0, "posts_read": 0, "shares_indexed": 0}
+
+    def settle(futures: list[Any]) -> None:
+        for future in futures:
+            read, shared = future.result()
+            totals["accounts"] += 1
+            totals["posts_read"] += read
+            totals["shares_indexed"] += shared
+            if progress:
+                progress(1)
+
+    pending: list[Any] = []
+    for account_id, _followers, _follows in accounts.all_counts(db, network):
+        pending.append(pool.submit(one, account_id))
+        if len(pending) >= 4 * _SHARE_PARALLEL:  # bounded: accounts come a count bucket at a time
+            settle(pending)
+            pending = []
+    settle(pending)
+    return {"network": network, "dry_run": dry_run, **totals}
 
 
 def drop_network(db: Database, network: str, *, dry_run: bool = False,

@@ -1,8 +1,10 @@
 """Posts: posts_by_author (Q1, one partition per author and month), post_months_by_author (which months hold
-posts of an author) and posts_by_id (one post, and the authoritative like count)."""
+posts of an author), posts_by_id (one post, and the authoritative like count), and the shares of each original
+author's posts (shares_by_original and its month listing: an erasure finds them)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,10 +14,11 @@ from cassandra.cluster import ResponseFuture
 
 from api import partitions
 from api.db import Database, Params, Statement, without_none
-from api.network.common import month_of
+from api.network.common import FORMER_NAME, month_of
 from api.network.values import Post
 
-TABLES = frozenset({"posts_by_author", "post_months_by_author", "posts_by_id"})
+TABLES = frozenset({"posts_by_author", "post_months_by_author", "posts_by_id", "shares_by_original",
+                    "share_months_by_original"})
 
 _POST_COLS = ("author_username, original_author, content, language, country, latitude, longitude, like_count, "
               "share_count")
@@ -77,6 +80,22 @@ POSTS_OF_MONTH_BEFORE = Statement(
     f"SELECT post_id, posted_at, {_POST_COLS} FROM posts_by_author "
     "WHERE network = ? AND author_id = ? AND month = ? AND (posted_at, post_id) < (?, ?) LIMIT ?")
 
+# Shares by their original author's name (cql/0320): written with the share, read by an erasure of that author.
+PUT_SHARE = Statement("INSERT INTO shares_by_original (network, original_key, month, post_id, author_id, posted_at) "
+                      "VALUES (?, ?, ?, ?, ?, ?)")
+PUT_SHARE_MONTH = Statement("INSERT INTO share_months_by_original (network, original_key, month) VALUES (?, ?, ?)")
+DELETE_SHARE = Statement(
+    "DELETE FROM shares_by_original WHERE network = ? AND original_key = ? AND month = ? AND post_id = ?")
+SHARE_MONTHS = Statement("SELECT month FROM share_months_by_original WHERE network = ? AND original_key = ?")
+SHARE_ROW = Statement("SELECT post_id FROM shares_by_original WHERE network = ? AND original_key = ? AND month = ? "
+                      "AND post_id = ?")
+SHARES_OF_MONTH = Statement(
+    "SELECT post_id, author_id FROM shares_by_original WHERE network = ? AND original_key = ? AND month = ?")
+DROP_SHARE_MONTH = Statement("DELETE FROM shares_by_original WHERE network = ? AND original_key = ? AND month = ?",
+                             name="DELETE shares_by_original (month)")
+DROP_SHARE_MONTHS = Statement("DELETE FROM share_months_by_original WHERE network = ? AND original_key = ?",
+                              name="DELETE share_months_by_original (all)")
+
 # Activity days: an author's posts in a time window of one month partition, oldest first.
 POSTS_BETWEEN = Statement(
     "SELECT post_id, posted_at FROM posts_by_author WHERE network = ? AND author_id = ? AND month = ? "
@@ -104,7 +123,73 @@ def post_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:
     fields = without_none(post.to_json() | {"posted_at": post.posted_at, "network": network})
     month = month_of(post.posted_at)
     return [(PUT_POST_BY_ID, fields), (PUT_POST_BY_AUTHOR, {**fields, "month": month}),
-            (PUT_POST_MONTH, (network, post.author_id, month))]
+            (PUT_POST_MONTH, (network, post.author_id, month)), *share_writes(network, post)]
+
+
+def share_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:
+    """A share's row in its original author's share index and the month's listing row ([] for other posts)."""
+    key = _shared_key(post)
+    if key is None:
+        return []
+    month = month_of(post.posted_at)
+    return [(PUT_SHARE, (network, key, month, post.post_id, post.author_id, post.posted_at)),
+            (PUT_SHARE_MONTH, (network, key, month))]
+
+
+def original_key(name: str) -> str:
+    """The share index's key of an original author's name: a digest of its case-folded form (names compare
+    without case, as mentions do), so the key names no one and an erasure's ledger may record it."""
+    return hashlib.blake2b(name.casefold().encode(), digest_size=16).hexdigest()
+
+
+def _shared_key(post: Post) -> str | None:
+    """The share index's key of a post whose original author is another account's name (None: no original
+    author, the post's own author (a loaded file names every post's author), or one erased: it names no one)."""
+    name = post.original_author
+    if not name or name.casefold() in (FORMER_NAME, (post.author_username or "").casefold()):
+        return None
+    return original_key(name)
+
+
+def unshare_writes(network: str, gone: Iterable[Post]) -> list[tuple[Statement, Params]]:
+    """The share index rows of posts that are deleted, expire or are erased (their months' listing rows stay: an
+    erasure reading an emptied month reads nothing)."""
+    return [(DELETE_SHARE, (network, key, month_of(p.posted_at), p.post_id))
+            for p in gone if (key := _shared_key(p)) is not None]
+
+
+def shares_of(db: Database, network: str, key: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The months listed for an original author's key and the (post_id, author_id) of every share in them (an
+    erasure's read: bounded by the shares of one account's posts, a month a partition)."""
+    months = [r.month for r in db.execute(SHARE_MONTHS, (network, key))]
+    futures = [db.execute_async(SHARES_OF_MONTH, (network, key, month)) for month in months]
+    return months, [(r.post_id, r.author_id) for f in futures for r in f.result()]
+
+
+def drop_shares_writes(network: str, key: str, months: Iterable[str]) -> list[tuple[Statement, Params]]:
+    """An original author's share index, whole: its month partitions, then their listing."""
+    return [*((DROP_SHARE_MONTH, (network, key, month)) for month in months), (DROP_SHARE_MONTHS, (network, key))]
+
+
+def shared_place(post: Post) -> str | None:
+    """Where a post's share index row is ("month:key"; None: it has none): an erasure's ledger records it."""
+    key = _shared_key(post)
+    return None if key is None else f"{month_of(post.posted_at)}:{key}"
+
+
+def share_row_left(db: Database, network: str, place: str, post_id: int) -> int:
+    """1 when the share index row `shared_place` named is still there (the erasure proof), else 0."""
+    month, _, key = place.partition(":")
+    return int(db.execute(SHARE_ROW, (network, key, month, post_id)).one() is not None)
+
+
+def share_rows(db: Database, network: str, key: str, months: Iterable[str]) -> dict[str, int]:
+    """Rows left in an original author's share index (the erasure proof): its listing and the months recorded."""
+    listed, found = shares_of(db, network, key)
+    recorded = set(months) - set(listed)
+    futures = [db.execute_async(SHARES_OF_MONTH, (network, key, month)) for month in sorted(recorded)]
+    return {"share_months_by_original": len(listed),
+            "shares_by_original": len(found) + sum(len(list(f.result())) for f in futures)}
 
 
 def start_get_post(db: Database, network: str, post_id: int) -> ResponseFuture:
@@ -340,6 +425,7 @@ def delete_post_rows(db: Database, network: str, post: Post) -> None:
     """posts_by_author first, posts_by_id last: a retried delete still finds the post by id."""
     db.execute(DELETE_POST_BY_AUTHOR, (network, post.author_id, month_of(post.posted_at), post.posted_at,
                                        post.post_id))
+    db.execute_many(unshare_writes(network, [post]))
     db.execute(DELETE_POST_BY_ID, (network, post.post_id))
 
 

@@ -6,7 +6,8 @@ For each account (every account with a count, bucket by bucket, as the Q2 job re
 1. its expired posts (the month buckets wholly before the cutoff, and the rows of the month it falls in) are read
    once: they say where the copies are;
 2. each post's copies go first (search postings, the rows of its terms' current and previous top lists, the likes
-   on both sides and its counter), then its row by id, so a run stopped anywhere finds the rest again;
+   on both sides and its counter, its row in its original author's share index), then its row by id, so a run
+   stopped anywhere finds the rest again;
 3. then the account's whole expired months (one partition tombstone each, and their listing rows) and the expired
    rows of the month the cutoff falls in;
 4. its likes and follows of the expired UTC days (slot partitions, counts, the log kept before cql/0140, listing
@@ -102,7 +103,8 @@ class _Run:
             counts["postings"] += len(buckets)
             if not self.dry_run:
                 self.db.execute_many(search.erase_post_writes(self.db, self.network, post, buckets)
-                                     + likes.erase_post_writes(self.network, post.post_id, post_likers))
+                                     + likes.erase_post_writes(self.network, post.post_id, post_likers)
+                                     + posts.unshare_writes(self.network, [post]))
                 self.db.execute(*posts.erase_by_id_write(self.network, post.post_id))
         days = self._activity_days(account_id)
         counts["activity_utc_days"] += len(days)

@@ -7,6 +7,7 @@ days through their codec) finds no trace of them, and the rest of the network st
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 import shutil
 import time
@@ -14,11 +15,14 @@ from typing import Any
 
 from api.activity import codec, dirty, service
 from api.activity.settings import ActivitySettings, set_activity_settings
-from api.erasure import ledger
+from api.db import Database
+from api.erasure import guard, ledger
 from api.erasure import network as erasure
-from api.network import accounts, loader, relations
+from api.network import accounts, loader, posts, relations
+from api.network.cleaning import CLEAN_POST_COLUMNS
 from api.network.settings import set_network_settings
 from api.retention import policies
+from tests.clocks import ManualClock
 from tests.helpers import ADMIN_TOKEN, READ_TOKEN
 from tests.network.helpers import ADMIN, CAP, exact_settings, run_jobs
 from tests.test_readme import cql_tables
@@ -111,6 +115,22 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     mentions = [ok(client.post(f"/networks/{n}/posts", headers=ADMIN, json={
         "author_id": other_author, "content": text}), 201)["post"]["post_id"]
         for text in (f"zqmention thanks @{username.upper()} for this", f"RT @{username}: zqerasedword number 0")]
+    # Shares as a loaded file has them, naming the original author only in `original_author`: the other author's
+    # share of their post (the text does not name them: only the share index finds it), and their own share of
+    # the other author's post (its row in the other author's share index names them as the sharer).
+    other_name = ref.usernames[other_author]
+    plain_share, own_share = max(ref.posts) + 1_000_011, max(ref.posts) + 1_000_013
+    share_dir = tmp_path / "shares"
+    share_dir.mkdir()
+    with (share_dir / "posts.csv").open("w", newline="", encoding="utf-8") as handle:
+        rows = csv.writer(handle)
+        rows.writerow(CLEAN_POST_COLUMNS)
+        rows.writerow([plain_share, other_author, other_name, username.swapcase(), "", "2024-04-01T09:00:00Z",
+                       "zqplainshare words of theirs passed on", "en", "", "", "", "", "3"])
+        rows.writerow([own_share, person, username, other_name, "", "2024-04-02T09:00:00Z",
+                       "zqownshare words of the other author", "en", "", "", "", "", "0"])
+    (share_dir / "likes.csv").write_text("post_id,user_id\n")
+    loader.load(db, "posts", n, share_dir / "posts.csv", likes_path=share_dir / "likes.csv")
     sharer_fan = min(f for f, g in ref.edges if g == other_author)
     ok(client.get(f"/networks/{n}/accounts/{sharer_fan}/home", query_string={"limit": 20}))
     ok(client.put(f"/networks/{n}/accounts/{outsider}/follows/{person}", headers=ADMIN))
@@ -125,7 +145,7 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     assert {"network_accounts", "posts_by_id", "posts_by_author", "term_postings", "likes_by_user", "likes_by_post",
             "follower_relations_by_account", "home_timeline_buckets", "home_excluded_authors",
             "network_activity_slots", "network_activity_days", "activity_days",
-            "top100_accounts_by_time"} <= set(before), before
+            "top100_accounts_by_time", "shares_by_original"} <= set(before), before
 
     # A hold on the account refuses the request and changes nothing.
     hold = policies.create_hold(db, f"network:{n}", "account", str(person), "litigation", by="test", via="test")
@@ -142,7 +162,8 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     assert done.counts == {**counted, "account_erased": 1}
     # Against the reference of the loaded files (and the requests above), not the code's own reads.
     loaded_posts = {p for p, post in ref.posts.items() if post["author_id"] == person}
-    assert done.counts["posts_erased"] == len(loaded_posts) + 3
+    assert done.counts["posts_erased"] == len(loaded_posts) + 3 + 1  # the API's three, their own share
+    assert done.counts["shares_found"] == 1
     assert done.counts["likes_removed"] == sum(1 for p, u in ref.likes if u == person and p not in loaded_posts) + 1
     assert done.counts["likes_of_posts_removed"] == sum(1 for p, _u in ref.likes if p in loaded_posts) + 1
     assert done.counts["followers_removed"] == len(followers_of[person]) - 1 + 1  # the leaver out, the outsider in
@@ -159,7 +180,6 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     counts_before = sorted(accounts.all_counts(db, n))
     reload_dir = tmp_path / "reload"
     shutil.copytree(fresh_net.clean, reload_dir)
-    other_name = ref.usernames[other_author]
     new_post = max(ref.posts) + 1_000_003
     with (reload_dir / "posts.csv").open("a", newline="", encoding="utf-8") as handle:
         rows = csv.writer(handle)
@@ -188,7 +208,11 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
     assert all(p["author_id"] != person for p in home["posts"]) and home["posts"]
     assert [p["post_id"] for p in ok(client.get(f"/networks/{n}/search", query_string={"q": "zqerasedword"}))[
         "posts"]] == [mentions[1]]  # the share keeps its own text, naming the former account
-    assert done.counts["posts_rewritten"] == 2
+    assert done.counts["posts_rewritten"] == 3
+    shared = ok(client.get(f"/networks/{n}/posts/{plain_share}"))
+    assert (shared["original_author"], shared["content"]) == ("former_account",
+                                                              "zqplainshare words of theirs passed on")
+    ok(client.get(f"/networks/{n}/posts/{own_share}"), 404)
     for post_id, text in zip(mentions, ("zqmention thanks @former_account for this",
                                         "RT @former_account: zqerasedword number 0"), strict=True):
         assert ok(client.get(f"/networks/{n}/posts/{post_id}"))["content"] == text
@@ -228,3 +252,47 @@ def _erase_everywhere(client, db, fresh_net, tmp_path) -> None:
         str(done.request_id), started["request_id"]}
     assert str(leaver) not in str(ok(client.get(base, headers=admin)))  # the ledger names no one
     ok(client.get(f"/networks/{n}/accounts/{leaver}"), 404)
+
+
+def test_a_post_another_process_let_through_before_it_saw_the_request_is_erased_by_the_run(db, fresh_net,
+                                                                                          settings, tmp_path):
+    """Other processes see a new request within ledger.GUARD_REFRESH seconds; the run waits that long (and for
+    writes in flight) before it reads anything, so what one of them let through meanwhile is erased too."""
+    n, ref = fresh_net.name, fresh_net.ref
+    person = min({p["author_id"] for p in ref.posts.values()})
+    username, other_name = ref.usernames[person], ref.usernames[max(ref.usernames)]
+    late_share, late_post = max(ref.posts) + 2_000_001, max(ref.posts) + 2_000_003
+    (tmp_path / "likes.csv").write_text("post_id,user_id\n")
+    with (tmp_path / "posts.csv").open("w", newline="", encoding="utf-8") as handle:
+        rows = csv.writer(handle)
+        rows.writerow(CLEAN_POST_COLUMNS)
+        rows.writerow([late_post, person, username, username, "", "2024-06-01T08:00:00Z", "zqlatepost of theirs",
+                       "en", "", "", "", "", "0"])
+        rows.writerow([late_share, max(ref.usernames), other_name, username, "", "2024-06-02T08:00:00Z",
+                       "zqlateshare passed on", "en", "", "", "", "", "0"])
+    other = Database(settings)  # another process: caches of its own
+    waits: list[float] = []
+
+    class Waiting(ManualClock):
+        def sleep(self, seconds: float) -> None:
+            # While the run waits, the other process, its view of the requests loaded before the request,
+            # loads the person's post and a share of it: its guard lets both through.
+            loader.load(other, "posts", n, tmp_path / "posts.csv", likes_path=tmp_path / "likes.csv")
+            assert posts.get_post(other, n, late_post) is not None
+            waits.append(seconds)
+            super().sleep(seconds)
+
+    try:
+        assert not guard.has_requests(other, f"network:{n}")
+        eraser = Database(dataclasses.replace(settings, erasure_settle_seconds=15.0), clock=Waiting(time.time()))
+        try:
+            done = erasure.erase(eraser, n, person, requested_by="test")
+        finally:
+            eraser.close()
+    finally:
+        other.close()
+    assert len(waits) == 1 and 14.9 < waits[0] <= 15.0  # measured from the request's time on the run's clock
+    assert done.state == ledger.DONE and done.proof["clean"], done.proof
+    assert posts.get_post(db, n, late_post) is None
+    assert posts.get_post(db, n, late_share).original_author == "former_account"
+    assert _scan(db, n, person, username) == {}
