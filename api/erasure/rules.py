@@ -83,7 +83,8 @@ NETWORK = {
     "post_months_by_author": "erased: its listing; proof: the partition",
     "shares_by_original": "erased: the shares of its posts are rewritten (\"@former_account\", original author "
                           "\"former_account\") and its share index dropped, and its own shares' rows in others'; "
-                          "proof: the ledger's share index key and months, and its own shares' rows",
+                          "proof: its name's index (the erasure's own proof: the ledger keeps no name), and "
+                          "its own shares' rows the ledger recorded",
     "share_months_by_original": "erased: its share index's listing; proof: the partition",
     "posts_by_id": "erased: each post's row; rewritten: others' posts naming it; proof: the ledger's posts and "
                    "rewritten posts",

@@ -138,7 +138,7 @@ def share_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:
 
 def original_key(name: str) -> str:
     """The share index's key of an original author's name: a digest of its case-folded form (names compare
-    without case, as mentions do), so the key names no one and an erasure's ledger may record it."""
+    without case, as mentions do; the key itself names no one)."""
     return hashlib.blake2b(name.casefold().encode(), digest_size=16).hexdigest()
 
 
