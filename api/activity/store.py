@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
+from api import partitions
 from api.activity import codec, events
 from api.db import Database, Params, Statement
 
@@ -219,3 +220,10 @@ def account_years_stored(db: Database, archive: str, account: str, years: Iterab
     """How many of these years still hold a stored day of the account (the erasure proof)."""
     futures = [db.execute_async(_ANY_DAY, (archive, account, year)) for year in years]
     return sum(1 for future in futures if list(future.result()))
+
+
+def drop_archive(db: Database, archive: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every stored day and rebuild record of `archive` (a network dropped whole; admin, see
+    api/partitions.py)."""
+    return partitions.drop(db, TABLES, "archive", archive, dry_run=dry_run, progress=progress)

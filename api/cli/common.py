@@ -45,6 +45,7 @@ class Exit(enum.IntEnum):
     BAD_TOKEN = 5  # `slack backfill`: Slack refused the token
     MISSING_SCOPE = 6  # `slack backfill`: the token lacks a scope
     RATE_LIMITED = 7  # `slack backfill`: rate limited beyond --rate-wait-budget
+    HELD = 5  # `erase`, `network drop`: a legal hold covers what the command would delete
 
 EXIT_CODES_DOC = ("Exit codes: 0 done, 1 failed (bad input, a write, a migration or a node failed), "
                   "2 usage error or bad configuration, 3 Cassandra unreachable or a node prerequisite missing "

@@ -69,6 +69,6 @@ def erase(team: str | None, user: str | None, network: str | None, account: int 
                                                  parallel=parallel)
         emit(done.to_json())
         if done.state == ledger.HELD:
-            raise SystemExit(5)
+            raise SystemExit(Exit.HELD)
         if done.state != ledger.DONE or not (done.proof or {}).get("clean"):
             raise SystemExit(Exit.FAILED)

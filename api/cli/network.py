@@ -520,16 +520,20 @@ def worker(once: bool, interval: float, batch_size: int) -> None:
 @click.option("--yes", is_flag=True, help="do not ask for confirmation")
 def drop(name: str, dry_run: bool, yes: bool) -> None:
     """Delete every row of network NAME in every network table: accounts, relations, posts, likes, the term
-    index, home caches and rankings. Scans the partition keys of each table (all networks'), so it takes time
-    on a large keyspace; an interrupted drop is finished by running it again. Other networks are not touched.
+    index, home caches, rankings, the activity log and stored activity days, Q5's retry keys (its retention
+    policies and runs, holds and erasure ledger are kept: records, not content). Scans the partition keys of each
+    table (all networks'), so it takes time on a large keyspace; an interrupted drop is finished by running it
+    again. Other networks are not touched.
 
-    Exit codes: 0 done, 2 usage error (bad name, not confirmed), 3 Cassandra unreachable.
+    Refused while a legal hold covers the network or one of its accounts (release it first).
+
+    Exit codes: 0 done, 2 usage error (bad name, not confirmed), 3 Cassandra unreachable, 5 under a legal hold.
     """
     if not valid_network_name(name):
         fail(f"{name!r} is not a network name (1-64 letters, digits, '_' or '-')", Exit.USAGE)
     if not dry_run and not yes and not click.confirm(f"delete every row of network {name!r}?", err=True):
         fail("not confirmed (use --yes in scripts)", Exit.USAGE)
-    with cassandra_errors(), progress_bars() as bars:
+    with cassandra_errors(), fail_on(maintenance.HeldError, code=Exit.HELD), progress_bars() as bars:
         advances: dict[str, Callable[[int], None]] = {}
 
         def progress(table: str, n: int) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from cassandra.cluster import ResponseFuture
 
+from api import partitions
 from api.db import Database, Params, Statement
 
 TABLES = frozenset({"network_activity_log", "network_activity_slots", "network_activity_counts",
@@ -179,3 +180,9 @@ def expire_days_writes(network: str, account_id: int, days: Iterable[int]) -> li
     other side of each event is in the other account's partitions of the same day: its own run deletes it)."""
     writes = erase_account_writes(network, account_id, days)[:-1]
     return writes + [(DELETE_DAY, (network, account_id, day)) for day in sorted(set(days))]
+
+
+def drop_network(db: Database, network: str, *, dry_run: bool = False,
+                 progress: partitions.Progress | None = None) -> dict[str, int]:
+    """Delete every partition of this module's tables that belongs to `network` (admin; see api/partitions.py)."""
+    return partitions.drop(db, TABLES, "network", network, dry_run=dry_run, progress=progress)

@@ -8,9 +8,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from api.activity import dirty
+from api.activity import store as activity_store
 from api.db import Database
-from api.network import accounts, actions, likes, posts, rankings, relations, search, timelines
+from api.errors import DomainError
+from api.network import (
+    accounts,
+    actions,
+    activity_log,
+    likes,
+    post_requests,
+    posts,
+    rankings,
+    relations,
+    search,
+    timelines,
+)
 from api.network.relations import FOLLOWER, FOLLOWS
+from api.retention import policies
 
 
 def reconcile_counts(db: Database, network: str, account_ids: list[int] | None = None, post_ids: list[int] = (),
@@ -34,6 +49,10 @@ def reconcile_counts(db: Database, network: str, account_ids: list[int] | None =
                     actions.publish_likes(db, network, post)
     return {"dry_run": dry_run, "accounts_checked": len(ids), "accounts_repaired": changed,
             "posts_repaired": post_changes}
+
+
+class HeldError(DomainError):
+    """A legal hold covers what the command would delete."""
 
 
 _SHARE_PARALLEL = 8  # accounts read side by side
@@ -80,9 +99,15 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
     """Delete everything `network` holds, table family by table family (accounts first, so the API stops
     finding the network at once). Scans every partition key of each table: an admin job. Re-running an
     interrupted drop finishes it."""
+    held = policies.held(db, dirty.archive_name("network", network))
+    if held.archive or held.users:
+        what = "the network" if held.archive else f"accounts {', '.join(sorted(held.users))}"
+        raise HeldError(f"network {network} is under a legal hold ({what}): release it before dropping the network")
     started = time.perf_counter()
     found: dict[str, int] = {}
-    for owner in (accounts, relations, posts, likes, search, timelines, rankings):
+    for owner in (accounts, relations, posts, likes, search, timelines, rankings, activity_log, post_requests):
         found.update(owner.drop_network(db, network, dry_run=dry_run, progress=progress))
+    found.update(activity_store.drop_archive(db, dirty.archive_name("network", network), dry_run=dry_run,
+                                             progress=progress))
     return {"network": network, "dry_run": dry_run, "partitions": found, "total": sum(found.values()),
             "seconds": round(time.perf_counter() - started, 3)}

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 
 import pytest
 from click.testing import CliRunner
 
+from api.activity import dirty, service
+from api.activity.settings import ActivitySettings, set_activity_settings
 from api.cli import chronicle
 from api.db import get_db
 from api.network import accounts, job_handlers, jobs, search, top100
 from api.network.jobs import JobWorker
 from api.network.settings import set_network_settings
+from api.retention import policies
 from tests.network.checks import check_posts, check_search
 from tests.network.helpers import ADMIN, CAP, exact_settings, run_jobs, stop_jobs
+from tests.test_readme import cql_tables
 
 
 def _cli(*args: str, code: int = 0, stdin: str | None = None):
@@ -116,16 +121,45 @@ def test_a_term_that_stops_being_rare_gets_a_top_list(fresh_net, client, monkeyp
 
 
 def test_drop_a_network(fresh_net, net, client):
+    set_activity_settings(ActivitySettings(delay_seconds=0.5))
+    try:
+        _drop_a_network(fresh_net, net, client)
+    finally:
+        set_activity_settings(None)
+
+
+def _drop_a_network(fresh_net, net, client) -> None:
     doomed, kept = fresh_net, net
     ref = doomed.ref
     some_account, some_post = ref.q2(1)[0][0], next(iter(ref.posts))
+    # What requests add beside the load: a post retried by its key, a like and a follow (their activity log and
+    # days), a home page (its cache), a ranking snapshot, stored activity days.
+    first, second = sorted(ref.usernames)[:2]
+    n = doomed.name
+    posted = client.post(f"/networks/{n}/posts", headers=ADMIN | {"Idempotency-Key": "drop-1"},
+                         json={"author_id": first, "content": "zqdropword"})
+    assert posted.status_code == 201
+    assert client.put(f"/networks/{n}/posts/{some_post}/likes/{first}", headers=ADMIN).status_code == 200
+    assert client.put(f"/networks/{n}/accounts/{first}/follows/{second}", headers=ADMIN).status_code in (200, 201)
+    assert client.get(f"/networks/{n}/accounts/{second}/home").status_code == 200
+    assert client.post(f"/networks/{n}/rankings", headers=ADMIN).status_code == 202
+    run_jobs(get_db())
+    time.sleep(0.6)  # past the marks' delay (0.5 s here): the dirty worker stores the days now
+    dirty.DirtyWorker(get_db(), service.rebuild_marks).drain()
+    assert {"post_requests", "network_activity_slots", "network_activity_days", "home_timeline_buckets",
+            "top100_accounts_by_time", "activity_days"} <= set(_left_of(get_db(), n))
     assert _cli("network", "drop", "bad name!", "--yes", code=2)
     assert _cli("network", "drop", doomed.name, stdin="n\n", code=2)
+    # A legal hold on one of its accounts refuses the drop (exit 5) and deletes nothing.
+    hold = policies.create_hold(get_db(), f"network:{n}", "account", str(first), "case 9", by="test", via="test")
+    refused = _cli("network", "drop", doomed.name, "--yes", code=5)
+    assert "legal hold" in refused.output and client.get(f"/networks/{n}/posts/{some_post}").status_code == 200
+    policies.release_hold(get_db(), f"network:{n}", hold.hold_id, by="test", via="test")
     planned = _cli("network", "drop", doomed.name, "--dry-run")
     assert planned["dry_run"] is True
     assert planned["partitions"]["network_accounts"] == len(ref.usernames)
-    assert planned["partitions"]["posts_by_id"] == len(ref.posts)
-    assert planned["partitions"]["likes_by_post"] == len({p for p, _ in ref.likes})
+    assert planned["partitions"]["posts_by_id"] == len(ref.posts) + 1  # the post above
+    assert planned["partitions"]["likes_by_post"] == len({p for p, _ in ref.likes} | {some_post})
     assert client.get(f"/networks/{doomed.name}/accounts/{some_account}").status_code == 200  # dry: kept
     done = _cli("network", "drop", doomed.name, "--yes")
     assert done["partitions"] == planned["partitions"] and done["total"] > 0
@@ -134,6 +168,7 @@ def test_drop_a_network(fresh_net, net, client):
     word = next(w for w in ("love", "happy", "world") if kept.ref.q6([w]))
     assert client.get(f"/networks/{doomed.name}/search", query_string={"q": word}).json["posts"] == []
     assert _cli("network", "drop", doomed.name, "--yes")["total"] == 0  # nothing left: a re-run is a no-op
+    assert _left_of(get_db(), doomed.name) == {}
     # The other network is untouched.
     check_posts(client, kept.name, kept.ref, kept.ref.q2(1)[0][0])
     check_search(client, kept.name, kept.ref)
@@ -168,3 +203,21 @@ def test_a_ranking_job_that_fails_says_so_and_a_done_one_is_not_run_again(client
     # Delivered again (at least once): nothing is computed a second time.
     assert job_handlers.run_job(db, network, jobs.RANKINGS, queued["job_id"])["already_done"] is True
     assert len(calls) == 2
+
+
+def _left_of(db, network: str) -> dict[str, int]:
+    """Brute force, test only: rows of `network` in every table of cql/ with a network or archive column, except
+    the records kept on purpose (retention policies and runs, legal holds, the erasure ledger)."""
+    kept = {"retention_policies", "retention_runs", "legal_holds", "erasure_requests", "audit_log"}
+    left: dict[str, int] = {}
+    for table in sorted(cql_tables() - kept):
+        columns = {r.column_name for r in db.execute_raw(
+            "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+            (db.keyspace, table))}
+        for column, value in (("network", network), ("archive", f"network:{network}")):
+            if column in columns:
+                n = sum(1 for _ in db.execute_raw(
+                    f"SELECT {column} FROM {db.keyspace}.{table} WHERE {column} = %s ALLOW FILTERING", (value,)))
+                if n:
+                    left[table] = n
+    return left
