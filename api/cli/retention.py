@@ -97,9 +97,12 @@ def show(team: str | None, network: str | None, runs: int) -> None:
 @click.option("--nice", type=click.IntRange(0, 19), default=10, show_default=True,
               help="Run at this niceness (0: as started): on a machine it shares with the API and the node, the "
                    "run's own work then waits for theirs, and reads beside it keep their latency.")
+@click.option("--walk", is_flag=True,
+              help="A network: read every account, as its first run does, and list what outlives the run (after "
+                   "processes older than cql/0330 wrote to it); later runs read only the listed accounts.")
 @click.option("--progress/--no-progress", default=True, help="Progress on stderr.")
 def run(team: str | None, network: str | None, dry_run: bool, today: str | None, parallel: int | None,
-        pace: float | None, in_flight: int, nice: int, progress: bool) -> None:
+        pace: float | None, in_flight: int, nice: int, walk: bool, progress: bool) -> None:
     """Delete every channel-day older than its policy from every table that holds a copy (messages, versions,
     threads, raw events, search postings, activity, files, reports), oldest first, unless a hold keeps it; or, with
     --network, every post older than the network's policy (postings, top lists, likes, activity, snapshots).
@@ -117,7 +120,8 @@ def run(team: str | None, network: str | None, dry_run: bool, today: str | None,
             with progress_bars(progress) as bar:
                 report, found = network_retention.run(db, network, dry_run=dry_run, today=day,
                                                       progress=bar("accounts", None),
-                                                      parallel=parallel or network_retention.PARALLEL)
+                                                      parallel=parallel or network_retention.PARALLEL,
+                                                      walk=walk)
             if found.cutoff is None:
                 say("no policy expires anything in this network")
             emit({**report.to_json(), "plan": found.to_json()})

@@ -38,7 +38,18 @@ from api.activity import store as activity_store
 from api.db import Database, Params, Statement
 from api.erasure import ledger
 from api.errors import NotFound
-from api.network import accounts, actions, activity_log, likes, posts, rankings, relations, search, timelines
+from api.network import (
+    accounts,
+    actions,
+    activity_log,
+    likes,
+    periods,
+    posts,
+    rankings,
+    relations,
+    search,
+    timelines,
+)
 from api.network.common import FORMER_NAME
 from api.network.relations import FOLLOWER, FOLLOWS
 from api.network.tokens import index_terms
@@ -297,6 +308,7 @@ class NetworkErasure:
                   + activity_store.erase_account_writes(self.archive, str(a), _years(self.now))
                   + [posts.erase_by_id_write(network, p.post_id) for p in own_posts]
                   + posts.erase_author_writes(network, a, months)
+                  + periods.erase_account_writes(network, a, map(periods.month_period_of, months), days)
                   + accounts.erase_writes(self.db, network, a))
         self.db.execute_many(writes)
         self.counts["account_erased"] = 1
@@ -372,6 +384,7 @@ def check(db: Database, network: str, account_id: int, request: ledger.Request, 
     post_ids = [post_id for _d, post_id, _w in places.get(POSTS, [])]
     traces.update(posts.rows_of_author(db, network, a, months, post_ids))
     days = [day for day, _k, _w in places.get(DAYS, [])]
+    traces["network_period_accounts"] += periods.rows_of(db, network, a, map(periods.month_period_of, months), days)
     traces["network_activity_days"] += len(activity_log.days_of(db, network, a))
     traces["network_activity_slots"] += len(activity_log.events_of_days(db, network, a, days))
     traces["activity_days"] += activity_store.account_years_stored(db, archive_of(network), str(a), _years(now))

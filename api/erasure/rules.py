@@ -86,6 +86,9 @@ NETWORK = {
                           "proof: its name's index (the erasure's own proof: the ledger keeps no name), and "
                           "its own shares' rows the ledger recorded",
     "share_months_by_original": "erased: its share index's listing; proof: the partition",
+    "network_period_accounts": "erased: its rows under the months of its posts and the days of its likes and "
+                               "follows; proof: those rows",
+    "network_periods": "none: which months and days have content (no account)",
     "posts_by_id": "erased: each post's row; rewritten: others' posts naming it; proof: the ledger's posts and "
                    "rewritten posts",
     "post_like_counts": "erased: its posts' counters; rewritten: the counts of posts it liked (unlikes); proof: "

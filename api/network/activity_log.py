@@ -18,6 +18,7 @@ from cassandra.cluster import ResponseFuture
 
 from api import partitions
 from api.db import Database, Params, Statement
+from api.network import periods
 
 TABLES = frozenset({"network_activity_log", "network_activity_slots", "network_activity_counts",
                     "network_activity_days"})
@@ -91,14 +92,16 @@ def count_key(kind: str, post_id: int | None) -> int:
 def event_writes(network: str, action: str, actor: int, other: int, at_us: int, post_id: int = 0
                  ) -> list[tuple[Statement, Params]]:
     """The rows of one like/unlike/follow/unfollow at `at_us` that changed state: the actor's and the other
-    account's event, and both counts (counters: written once, by the caller whose transaction applied)."""
+    account's event, both counts (counters: written once, by the caller whose transaction applied), and both
+    accounts' day listings (their own, and the network's for retention: api/network/periods.py)."""
     mine, theirs = MIRRORS[action]
     slot, day = slot_of(at_us), at_us // US_PER_DAY
     return [(PUT_EVENT, (network, actor, slot, at_us, mine, other, post_id)),
             (PUT_EVENT, (network, other, slot, at_us, theirs, actor, post_id)),
             (COUNT_EVENT, (1, network, actor, day, slot, mine, count_key(mine, post_id))),
             (COUNT_EVENT, (1, network, other, day, slot, theirs, count_key(theirs, post_id))),
-            (PUT_DAY, (network, actor, day)), (PUT_DAY, (network, other, day))]
+            (PUT_DAY, (network, actor, day)), (PUT_DAY, (network, other, day)),
+            *periods.event_writes(network, (actor, other), at_us)]
 
 
 def start_counts(db: Database, network: str, account_id: int, start_us: int, end_us: int

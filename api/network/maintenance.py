@@ -17,6 +17,7 @@ from api.network import (
     actions,
     activity_log,
     likes,
+    periods,
     post_requests,
     posts,
     rankings,
@@ -105,7 +106,8 @@ def drop_network(db: Database, network: str, *, dry_run: bool = False,
         raise HeldError(f"network {network} is under a legal hold ({what}): release it before dropping the network")
     started = time.perf_counter()
     found: dict[str, int] = {}
-    for owner in (accounts, relations, posts, likes, search, timelines, rankings, activity_log, post_requests):
+    for owner in (accounts, relations, posts, likes, search, timelines, rankings, activity_log, post_requests,
+                  periods):
         found.update(owner.drop_network(db, network, dry_run=dry_run, progress=progress))
     found.update(activity_store.drop_archive(db, dirty.archive_name("network", network), dry_run=dry_run,
                                              progress=progress))

@@ -14,6 +14,7 @@ from cassandra.cluster import ResponseFuture
 
 from api import partitions
 from api.db import Database, Params, Statement, without_none
+from api.network import periods
 from api.network.common import FORMER_NAME, month_of
 from api.network.values import Post
 
@@ -123,7 +124,8 @@ def post_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:
     fields = without_none(post.to_json() | {"posted_at": post.posted_at, "network": network})
     month = month_of(post.posted_at)
     return [(PUT_POST_BY_ID, fields), (PUT_POST_BY_AUTHOR, {**fields, "month": month}),
-            (PUT_POST_MONTH, (network, post.author_id, month)), *share_writes(network, post)]
+            (PUT_POST_MONTH, (network, post.author_id, month)), *share_writes(network, post),
+            *periods.post_writes(network, post.author_id, post.posted_at)]
 
 
 def share_writes(network: str, post: Post) -> list[tuple[Statement, Params]]:

@@ -1,7 +1,10 @@
 """A follower network's retention run (docs/retention.md, "Follower networks"): posts older than the network's
 policy leave every table that holds a copy, account by account, unless a hold keeps them.
 
-For each account (every account with a count, bucket by bucket, as the Q2 job reads them):
+For each account with content of the expired period (api/network/periods.py: the authors of the months up to the
+cutoff's, the accounts with likes or follows up to the cutoff's day; the first run of a network, whose content may
+predate those listings, reads every account with a count instead, bucket by bucket as the Q2 job does, and lists
+what it finds):
 
 1. its expired posts (the month buckets wholly before the cutoff, and the rows of the month it falls in) are read
    once: they say where the copies are;
@@ -14,6 +17,8 @@ For each account (every account with a count, bucket by bucket, as the Q2 job re
    rows; each event's other side is in the other account's partitions of the same day, which its own turn drops)
    and its stored activity days before the cutoff (one range per local year).
 
+Last, the listings of the periods it expired go (whole partitions; with an account hold, every other account's rows).
+
 Home caches are not read: their rows live 7 days (the cache TTL) and readers skip posts that are gone. Q2 / Q3
 snapshots taken before the cutoff go too (whole months, then a range). Holds: the network (nothing goes) or an
 account (its posts and activity stay; the run's report counts them).
@@ -23,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -32,7 +38,7 @@ import structlog
 
 from api.activity import store as activity_store
 from api.db import Database, Params, Statement
-from api.network import accounts, activity_log, likes, posts, rankings, search
+from api.network import accounts, activity_log, likes, periods, posts, rankings, search
 from api.network.common import month_of
 from api.retention import policies
 
@@ -72,9 +78,13 @@ def plan(db: Database, network: str, *, today: date | None = None) -> Plan:
 
 class _Run:
     def __init__(self, db: Database, network: str, found: Plan, *, dry_run: bool,
-                 progress: Callable[[int], None], parallel: int) -> None:
+                 progress: Callable[[int], None], parallel: int, walk: bool) -> None:
         self.db, self.network, self.plan, self.dry_run = db, network, found, dry_run
         self.progress, self.parallel = progress, parallel
+        self.walk = walk  # every account read, and what is kept listed (the network's first run)
+        # Write time (the driver's clock, not the run's), before any read: what is listed after it outlives the
+        # listings' deletes (periods.DROP_ACCOUNTS).
+        self.started_us = time.time_ns() // 1000
         self.archive = archive_of(network)
         assert found.cutoff is not None
         self.cutoff_day = found.cutoff
@@ -89,11 +99,14 @@ class _Run:
             self.held.update(held or {})
 
     def account(self, account_id: int) -> None:
-        if str(account_id) in self.plan.held.users:
+        held = str(account_id) in self.plan.held.users
+        if self.walk and not self.dry_run:
+            self._list(account_id, held)
+        if held:
             _whole, expired = posts.expiring(self.db, self.network, account_id, self.before)
             self._add(Counter(), Counter({"accounts (account hold)": 1, "posts (account hold)": len(expired)}))
             return
-        counts: Counter[str] = Counter()
+        counts: Counter[str] = Counter({"accounts_read": 1})
         whole, expired = posts.expiring(self.db, self.network, account_id, self.before)
         for post in expired:
             buckets = posts.term_buckets(self.db, self.network, post.post_id)
@@ -119,6 +132,21 @@ class _Run:
                                                       EPOCH + timedelta(self.cutoff_day)))
         self._add(counts)
 
+    def _list(self, account_id: int, held: bool) -> None:
+        """A walking run lists an account's periods that outlive it (all of them under a hold): its post months
+        and its event days, listed (cql/0280) or around its stored activity days."""
+        cut = periods.month_period(self.before)
+        months = [m for m in map(periods.month_period_of, posts.author_months(self.db, self.network, account_id))
+                  if held or m > cut]
+        this_year = (EPOCH + timedelta(self.plan.today)).year
+        stored = activity_store.account_days(self.db, self.archive, str(account_id),
+                                             range(self._years().start, this_year + 2))
+        days = {d for d in activity_log.days_of(self.db, self.network, account_id)} | set(stored)
+        self.db.execute_many(
+            periods.listing_writes(self.network, periods.MONTH, account_id, months)
+            + periods.listing_writes(self.network, periods.DAY, account_id,
+                                     sorted(d for d in days if held or d >= self.cutoff_day)))
+
     def _years(self) -> range:
         last = (EPOCH + timedelta(self.cutoff_day)).year
         return range(last - YEARS_BACK + 1, last + 1)
@@ -130,10 +158,42 @@ class _Run:
         return sorted({d for d in listed if d < self.cutoff_day}
                       | {d + k for d in stored for k in (-1, 0, 1) if d + k < self.cutoff_day})
 
+    def _accounts(self) -> Iterator[int]:
+        """Every account with a count (a walk), or the accounts listed under the months up to the cutoff's and the
+        days up to the cutoff (a stored activity day may lie a day before its event's UTC day)."""
+        if self.walk:
+            for account_id, _followers, _follows in accounts.all_counts(self.db, self.network):
+                yield account_id
+            return
+        months = periods.periods_through(self.db, self.network, periods.MONTH, periods.month_period(self.before))
+        days = periods.periods_through(self.db, self.network, periods.DAY, self.cutoff_day)
+        listed = [periods.accounts_of(self.db, self.network, periods.MONTH, months),
+                  periods.accounts_of(self.db, self.network, periods.DAY, days)]
+        yield from sorted({a for found in listed for ids in found.values() for a in ids})
+
+    def _unlist(self) -> None:
+        """The periods wholly expired leave the listings (an account hold keeps that account's rows listed)."""
+        cut_month = periods.month_period(self.before)
+        expired = {periods.MONTH: [m for m in periods.periods_through(self.db, self.network, periods.MONTH, cut_month)
+                                   if m < cut_month],
+                   periods.DAY: [d for d in periods.periods_through(self.db, self.network, periods.DAY,
+                                                                    self.cutoff_day) if d < self.cutoff_day]}
+        held = {int(a) for a in self.plan.held.users if a.isdigit()}
+        writes: list[Write] = []
+        for kind, gone in expired.items():
+            if not held:
+                writes += periods.drop_writes(self.network, kind, gone, self.started_us)
+            else:
+                writes += periods.forget_writes(self.network, kind, periods.accounts_of(self.db, self.network, kind,
+                                                                                        gone), held, self.started_us)
+        self.counts["periods_unlisted"] += sum(len(gone) for gone in expired.values())
+        self.db.execute_many(writes)
+
     def run(self) -> None:
+        started_day = (datetime.fromtimestamp(self.db.clock.time(), UTC).date() - EPOCH).days
         pool = self.db.executor(f"network-retention-{self.parallel}", self.parallel)
         pending = []
-        for account_id, _followers, _follows in accounts.all_counts(self.db, self.network):
+        for account_id in self._accounts():
             pending.append(pool.submit(self.account, account_id))
             if len(pending) >= 4 * self.parallel:  # bounded: accounts come a count bucket at a time
                 for future in pending:
@@ -147,11 +207,18 @@ class _Run:
         self.counts["snapshots"] += dropped
         if not self.dry_run:
             self.db.execute_many(writes)
+            self._unlist()
+            if self.walk:  # last: a walk stopped before here is walked again
+                self.db.execute(*periods.walked_write(self.network, started_day))
 
 
 def run(db: Database, network: str, *, dry_run: bool = False, today: date | None = None,
-        progress: Callable[[int], None] | None = None, parallel: int = PARALLEL) -> tuple[policies.Run, Plan]:
-    """One retention run of a network (its report is kept in retention_runs); `dry_run` counts, deletes nothing."""
+        progress: Callable[[int], None] | None = None, parallel: int = PARALLEL, walk: bool = False
+        ) -> tuple[policies.Run, Plan]:
+    """One retention run of a network (its report is kept in retention_runs); `dry_run` counts, deletes nothing.
+    The network's first run reads every account (content written before cql/0330 is listed nowhere else) and lists
+    what outlives it; the next ones read the listed accounts. `walk` reads every account again (e.g. after
+    processes older than cql/0330 wrote to the network)."""
     archive = archive_of(network)
     found = plan(db, network, today=today)
     report = policies.start_run(db, archive, dry_run=dry_run)
@@ -159,7 +226,8 @@ def run(db: Database, network: str, *, dry_run: bool = False, today: date | None
         return policies.finish_run(db, archive, report, counts={}, held_counts={}), found
     if found.held.archive:
         return policies.finish_run(db, archive, report, counts={}, held_counts={"network (archive hold)": 1}), found
-    job = _Run(db, network, found, dry_run=dry_run, progress=progress or (lambda _n: None), parallel=parallel)
+    job = _Run(db, network, found, dry_run=dry_run, progress=progress or (lambda _n: None), parallel=parallel,
+               walk=walk or not periods.walked(db, network))
     try:
         job.run()
     except Exception:

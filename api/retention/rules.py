@@ -74,13 +74,16 @@ NETWORK_TABLES = (
     "network_account_counts", "network_activity_counts", "network_activity_log", "network_activity_slots",
     "ranking_jobs", "ranking_months_by_network", "term_counts", "term_postings", "term_top_posts", "term_top_state",
     "top100_accounts_by_time", "top100_followers_by_time", "network_activity_days", "home_cache_builds",
-    "shares_by_original", "share_months_by_original")
+    "shares_by_original", "share_months_by_original", "network_periods", "network_period_accounts")
 # A follower network's run (api/retention/network.py): posts older than the network's policy.
 NETWORK = {
     "posts_by_author": "deleted: months wholly before the cutoff (partition tombstones), rows of the cutoff's month",
     "post_months_by_author": "deleted: the listing rows of those months",
     "posts_by_id": "deleted: each expired post's row (after its copies)",
     "shares_by_original": "deleted: each expired share's row (with its copies)",
+    "network_periods": "deleted: the months and days the run expired (kept listed for an account under a hold)",
+    "network_period_accounts": "deleted: the partitions of those months and days (with an account hold, the other "
+                               "accounts' rows)",
     "share_months_by_original": "kept: which months an original author's shares were in (no content; an "
                                 "erasure reading an emptied month reads nothing)",
     "post_like_counts": "deleted: the counters of expired posts",

@@ -5,12 +5,16 @@ own; then a run dated ahead expires everything else, activity and snapshots incl
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
+from click.testing import CliRunner
+
 from api.activity import dirty, service
 from api.activity.settings import ActivitySettings, set_activity_settings
+from api.cli import chronicle
 from api.network import accounts
 from api.retention import network as retention
 from api.retention import policies
@@ -45,12 +49,18 @@ def _expire(client, db, fresh_net) -> None:
     policies.set_policy(db, archive, policies.WHOLE, (today - cutoff).days, by="test")
     policies.create_hold(db, archive, "account", str(held), "case 7", by="test", via="test")
 
+    cut_month = cutoff.strftime("%Y-%m")
+    # Authors listed under the cutoff's month or later (the listings keep a month until a run expires it whole).
+    listed_authors = {p["author_id"] for p in ref.posts.values() if p["posted_at"].strftime("%Y-%m") >= cut_month}
+    cut_month_authors = {p["author_id"] for p in ref.posts.values() if p["posted_at"].strftime("%Y-%m") == cut_month}
     expired = {p for p, post in ref.posts.items() if post["posted_at"] < before and post["author_id"] != held}
     kept_by_hold = {p for p, post in ref.posts.items() if post["posted_at"] < before and post["author_id"] == held}
     assert expired and kept_by_hold and len(expired) < len(ref.posts) - len(kept_by_hold)
     counted, _plan = retention.run(db, n, dry_run=True, today=today)
     report, found = retention.run(db, n, today=today)
     assert found.cutoff == (cutoff - date(1970, 1, 1)).days
+    # The network's first run reads every account (its content predates the period listings it then writes).
+    assert report.counts["accounts_read"] == counted.counts["accounts_read"] == len(ref.usernames) - 1
     assert report.counts["posts"] == counted.counts["posts"] == len(expired)
     assert report.counts["likes"] == counted.counts["likes"] == sum(1 for p, _u in ref.likes if p in expired)
     assert report.held == {"accounts (account hold)": 1, "posts (account hold)": len(kept_by_hold)}
@@ -69,6 +79,9 @@ def _expire(client, db, fresh_net) -> None:
     assert min(months) >= cutoff.strftime("%Y-%m")
     again, _plan = retention.run(db, n, today=today)
     assert again.counts.get("posts", 0) == 0
+    # Later runs read only the accounts listed under a period up to the cutoff: here the authors of the cutoff's
+    # month (the months before it left the listings with the first run).
+    assert again.counts["accounts_read"] == len(cut_month_authors - {held})
 
     # Events and a snapshot of today, then a run dated ahead: everything but the held account's own goes.
     others = sorted(a for a in ref.usernames if a != held)[:3]
@@ -85,6 +98,10 @@ def _expire(client, db, fresh_net) -> None:
     policies.set_policy(db, archive, policies.WHOLE, 5, by="test")
     report, _plan = retention.run(db, n, today=ahead)
     assert report.counts["snapshots"] == 1
+    # Read: the authors of every post left, and the accounts of today's like and follows (listed as they were made).
+    post_author = ref.posts[post_id]["author_id"]
+    assert report.counts["accounts_read"] == len(
+        (listed_authors | {others[0], post_author, others[1], others[2]}) - {held})
     assert {r.author_id for r in _rows(db, "posts_by_id", n)} == {held}
     for table in ("network_activity_slots", "network_activity_counts", "network_activity_days"):
         assert {r.account_id for r in _rows(db, table, n)} == {held}, table  # the held account's own follow
@@ -92,6 +109,13 @@ def _expire(client, db, fresh_net) -> None:
         f"SELECT account FROM {db.keyspace}.activity_days WHERE archive = '{archive}' ALLOW FILTERING")} <= {str(held)}
     assert not _rows(db, "top100_accounts_by_time", n) and not _rows(db, "top100_followers_by_time", n)
     assert not _rows(db, "ranking_months_by_network", n)
+    # What stays listed: the held account's periods only (every other period is past the new cutoff's).
+    assert {r.account_id for r in _rows(db, "network_period_accounts", n)} == {held}
+    # `--walk` reads every account again, as the first run did.
+    walked = CliRunner().invoke(chronicle, ["retention", "run", "--network", n, "--walk", "--dry-run",
+                                            "--no-progress", "--today", ahead.isoformat()])
+    assert walked.exit_code == 0, walked.output
+    assert json.loads(walked.stdout)["counts"]["accounts_read"] == len(ref.usernames) - 1
 
 
 def test_an_account_without_any_relation_is_gone_through_too(db, tmp_path):
