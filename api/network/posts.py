@@ -491,11 +491,12 @@ def rows_of_author(db: Database, network: str, author_id: int, months: Iterable[
 
 
 # -- retention of a network ------------------------------------------------------------------------------------------
-def expiring(db: Database, network: str, author_id: int, before: datetime) -> tuple[list[str], list[Post]]:
+def expiring(db: Database, network: str, author_id: int, before: datetime, listed: list[str] | None = None
+             ) -> tuple[list[str], list[Post]]:
     """An author's posts older than `before`: the month buckets wholly before it, and every expired post (those of
-    the whole months and of the month `before` falls in)."""
+    the whole months and of the month `before` falls in). `listed`: its month listing, when already read."""
     cut = month_of(before)
-    months = [m for m in author_months(db, network, author_id) if m <= cut]
+    months = [m for m in (author_months(db, network, author_id) if listed is None else listed) if m <= cut]
     futures = [db.execute_async(POSTS_OF_MONTH if m < cut else POSTS_OF_MONTH_OLDER,
                                 (network, author_id, m, 2**31 - 1) if m < cut else (network, author_id, m, before))
                for m in months]

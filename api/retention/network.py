@@ -100,14 +100,18 @@ class _Run:
 
     def account(self, account_id: int) -> None:
         held = str(account_id) in self.plan.held.users
+        months = posts.author_months(self.db, self.network, account_id)
         if self.walk and not self.dry_run:
-            self._list(account_id, held)
+            listed, stored = self._days(account_id, self._listing_years())
+            self._list(account_id, held, months, {*listed, *stored})
+        elif not held:
+            listed, stored = self._days(account_id, self._years())
         if held:
-            _whole, expired = posts.expiring(self.db, self.network, account_id, self.before)
+            _whole, expired = posts.expiring(self.db, self.network, account_id, self.before, months)
             self._add(Counter(), Counter({"accounts (account hold)": 1, "posts (account hold)": len(expired)}))
             return
         counts: Counter[str] = Counter({"accounts_read": 1})
-        whole, expired = posts.expiring(self.db, self.network, account_id, self.before)
+        whole, expired = posts.expiring(self.db, self.network, account_id, self.before, months)
         for post in expired:
             buckets = posts.term_buckets(self.db, self.network, post.post_id)
             post_likers = likes.likers(self.db, self.network, post.post_id)
@@ -119,7 +123,7 @@ class _Run:
                                      + likes.erase_post_writes(self.network, post.post_id, post_likers)
                                      + posts.unshare_writes(self.network, [post]))
                 self.db.execute(*posts.erase_by_id_write(self.network, post.post_id))
-        days = self._activity_days(account_id)
+        days = self._expired_days(listed, stored)
         counts["activity_utc_days"] += len(days)
         counts["post_months_dropped"] += len(whole)
         if not self.dry_run:
@@ -132,18 +136,13 @@ class _Run:
                                                       EPOCH + timedelta(self.cutoff_day)))
         self._add(counts)
 
-    def _list(self, account_id: int, held: bool) -> None:
+    def _list(self, account_id: int, held: bool, months: list[str], days: set[int]) -> None:
         """A walking run lists an account's periods that outlive it (all of them under a hold): its post months
-        and its event days, listed (cql/0280) or around its stored activity days."""
+        and its event days (listed since cql/0280, and its stored activity days)."""
         cut = periods.month_period(self.before)
-        months = [m for m in map(periods.month_period_of, posts.author_months(self.db, self.network, account_id))
-                  if held or m > cut]
-        this_year = (EPOCH + timedelta(self.plan.today)).year
-        stored = activity_store.account_days(self.db, self.archive, str(account_id),
-                                             range(self._years().start, this_year + 2))
-        days = {d for d in activity_log.days_of(self.db, self.network, account_id)} | set(stored)
         self.db.execute_many(
-            periods.listing_writes(self.network, periods.MONTH, account_id, months)
+            periods.listing_writes(self.network, periods.MONTH, account_id,
+                                   [m for m in map(periods.month_period_of, months) if held or m > cut])
             + periods.listing_writes(self.network, periods.DAY, account_id,
                                      sorted(d for d in days if held or d >= self.cutoff_day)))
 
@@ -151,10 +150,17 @@ class _Run:
         last = (EPOCH + timedelta(self.cutoff_day)).year
         return range(last - YEARS_BACK + 1, last + 1)
 
-    def _activity_days(self, account_id: int) -> list[int]:
-        """Expired UTC days with the account's events: listed (cql/0280), and around its stored local days."""
-        listed = activity_log.days_of(self.db, self.network, account_id)
-        stored = activity_store.account_days(self.db, self.archive, str(account_id), self._years())
+    def _listing_years(self) -> range:
+        """A walk's stored activity years: up to a year past today (what outlives the run is listed too)."""
+        return range(self._years().start, (EPOCH + timedelta(self.plan.today)).year + 2)
+
+    def _days(self, account_id: int, years: range) -> tuple[list[int], list[int]]:
+        """The account's UTC days with events (listed since cql/0280) and its stored local days of these years."""
+        return (activity_log.days_of(self.db, self.network, account_id),
+                activity_store.account_days(self.db, self.archive, str(account_id), years))
+
+    def _expired_days(self, listed: list[int], stored: list[int]) -> list[int]:
+        """Expired UTC days with the account's events: listed, and around its stored local days."""
         return sorted({d for d in listed if d < self.cutoff_day}
                       | {d + k for d in stored for k in (-1, 0, 1) if d + k < self.cutoff_day})
 
